@@ -1,0 +1,39 @@
+# ONNX, the PDF for neural networks — set-up and run targets.
+#   make lab    set up (first time: ~5 min, ~8 GB) and open JupyterLab on notebooks/
+#   make test   set up and run every test, executing every notebook
+#   make run    set up and execute the whole series headlessly (no Jupyter UI)
+# A second run reuses .venv (re-installed only when requirements.txt or pyproject.toml change)
+# and the verified asset cache (.cache/, or $ONNX_PDF_CACHE).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+KERNEL := onnx-pdf
+
+.PHONY: setup lab test run clean-artifacts
+.DEFAULT_GOAL := lab
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3.11 (onnx-pdf)"
+	touch $@
+
+setup: $(VENV)/.installed
+	$(BIN)/python -m helpers.assets fetch
+
+lab: setup
+	$(BIN)/jupyter lab notebooks/
+
+test: setup
+	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env -v -rs
+
+run: setup
+	$(BIN)/python -m helpers.notebooks
+
+clean-artifacts:
+	rm -rf artifacts

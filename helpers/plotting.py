@@ -1,0 +1,86 @@
+"""Pictures the notebooks show: digit grids, confusion matrices, bar charts.
+
+matplotlib is imported inside each function so that importing ``helpers`` stays cheap.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def setup_style() -> None:
+    """Plot defaults used by every notebook (the Setup cell calls this)."""
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 90, "axes.titlesize": 10, "axes.labelsize": 9,
+                         "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.autolayout": True})
+
+
+def show_digits(images: np.ndarray, labels: Sequence | None = None, predictions: Sequence | None = None,
+                ncols: int = 10, title: str | None = None):
+    """Grid of 28x28 digits; titles show the label, and the prediction when given (red if wrong)."""
+    import matplotlib.pyplot as plt
+
+    images = np.asarray(images).reshape(-1, 28, 28)
+    n = len(images)
+    nrows = max(1, int(np.ceil(n / ncols)))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(1.1 * ncols, 1.3 * nrows), squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        ax.axis("off")
+        if i >= n:
+            continue
+        ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=images.max() or 1)
+        if labels is not None and predictions is not None:
+            wrong = int(labels[i]) != int(predictions[i])
+            ax.set_title(f"{int(labels[i])}→{int(predictions[i])}", color="red" if wrong else "black")
+        elif labels is not None:
+            ax.set_title(str(int(labels[i])))
+    if title:
+        fig.suptitle(title)
+    plt.show()
+    return fig
+
+
+def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, num_classes: int = 10) -> np.ndarray:
+    """Counts ``[true, predicted]``; plain numpy so the inference notebook needs nothing else."""
+    labels = np.asarray(labels, dtype=np.int64)
+    predictions = np.asarray(predictions, dtype=np.int64)
+    if labels.shape != predictions.shape:
+        raise ValueError(f"labels {labels.shape} and predictions {predictions.shape} differ in shape")
+    return np.bincount(labels * num_classes + predictions, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+
+
+def plot_confusion_matrix(matrix: np.ndarray, title: str = "Confusion matrix"):
+    """Heat map of a confusion matrix with the counts written in each cell."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.2, 4.6))
+    shown = np.log1p(matrix)  # log scale so the off-diagonal mistakes are visible
+    ax.imshow(shown, cmap="Blues")
+    n = matrix.shape[0]
+    for i in range(n):
+        for j in range(n):
+            ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=7,
+                    color="white" if shown[i, j] > shown.max() * 0.6 else "black")
+    ax.set(xticks=range(n), yticks=range(n), xlabel="predicted", ylabel="true", title=title)
+    plt.show()
+    return fig
+
+
+def bar_chart(names: Sequence[str], values: Sequence[float], ylabel: str, title: str = "",
+              reference: float | None = None, log: bool = False):
+    """Simple labelled bar chart; ``reference`` draws a dashed horizontal line (e.g. 1.0 for ratios)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(names) + 1.5), 3.2))
+    bars = ax.bar(range(len(names)), values, color="tab:blue")
+    ax.bar_label(bars, labels=[f"{v:.3g}" for v in values], fontsize=7)
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    ax.set(ylabel=ylabel, title=title)
+    if log:
+        ax.set_yscale("log")
+    if reference is not None:
+        ax.axhline(reference, color="gray", linestyle="--", linewidth=1)
+    plt.show()
+    return fig

@@ -1,0 +1,89 @@
+"""Timing and machine description for the measurements in the series.
+
+Timings are reported (medians, p90, ratios), never asserted: they depend on the machine.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from importlib import metadata
+from typing import Callable, Iterable
+
+import numpy as np
+
+
+def measure(fn: Callable[[], object], repeat: int | None = None, warmup: int = 3,
+            min_time_s: float | None = None) -> dict:
+    """Call ``fn`` ``warmup`` times, then time it; return p50/p90/mean in microseconds.
+
+    ``repeat`` fixed calls, or (default) as many as fit in ``min_time_s`` seconds (at least 10).
+    ``ONNX_PDF_BENCH_SCALE`` (default 1.0) scales both, so a test run can be short and a
+    learner's run precise.
+    """
+    scale = float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+    for _ in range(warmup):
+        fn()
+    samples = []
+    if repeat is not None:
+        for _ in range(max(3, int(repeat * scale))):
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+    else:
+        budget = (min_time_s if min_time_s is not None else 1.0) * scale
+        start = time.perf_counter()
+        while len(samples) < 10 or time.perf_counter() - start < budget:
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+    us = np.asarray(samples) * 1e6
+    return {"p50_us": float(np.median(us)), "p90_us": float(np.percentile(us, 90)),
+            "mean_us": float(us.mean()), "n": int(len(us))}
+
+
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds``."""
+
+    def __enter__(self):
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._t0
+        return False
+
+
+def cpu_description() -> dict:
+    """CPU model, logical cores and the instruction-set flags that matter for inference speed."""
+    model, flags = platform.processor() or "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name") and model in ("unknown", "", "x86_64"):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    interesting = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                   "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"]
+    return {"model": model, "logical_cores": os.cpu_count(), "machine": platform.machine(),
+            "flags": [f for f in interesting if f in flags]}
+
+
+def package_versions(names: Iterable[str]) -> dict:
+    """Installed versions of the given distributions (``None`` when absent)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None) -> dict:
+    """Everything a reader needs to interpret a timing: CPU, flags, threads, Python and packages."""
+    return {"cpu": cpu_description(), "threads": threads, "python": platform.python_version(),
+            "os": platform.platform(), "packages": package_versions(packages)}
