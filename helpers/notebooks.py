@@ -15,6 +15,7 @@ from helpers.paths import NOTEBOOKS, artifacts_dir
 # artifact file name -> the notebook that writes it
 PRODUCERS: dict[str, str] = {
     "mnist_mlp_pytorch.onnx": "01_export_pytorch_mlp.ipynb",
+    "mnist_mlp_keras.onnx": "02_export_keras_mlp.ipynb",
 }
 
 
