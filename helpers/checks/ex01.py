@@ -1,0 +1,79 @@
+"""Checks for the exercises of notebook 01 (PyTorch export)."""
+from __future__ import annotations
+
+import numpy as np
+
+from helpers.checks._common import as_model_path, dims, load_model, test_images
+from helpers.exercises import Wrong, exercise
+
+
+@exercise("01.1", "Export without dynamic_shapes; pass the path. The batch size is then fixed.")
+def check_static_export(answer):
+    import onnxruntime as ort
+
+    path = as_model_path(answer)
+    model = load_model(path)
+    shape = dims(model.graph.input[0])
+    if shape != [1, 1, 28, 28]:
+        raise Wrong(f"expected the input shape fixed to the dummy's [1, 1, 28, 28], found {shape}; "
+                    "did you leave dynamic_shapes out?")
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    images, _ = test_images(7)
+    session.run(None, {session.get_inputs()[0].name: images[:1]})
+    try:
+        session.run(None, {session.get_inputs()[0].name: images})
+    except Exception as err:  # onnxruntime raises its InvalidArgument type here
+        message = str(err)
+    else:
+        raise Wrong("a batch of 7 ran, so the batch dimension is not fixed")
+    return ["input fixed to [1, 1, 28, 28]", f"ONNX Runtime on a batch of 7 says: {message.splitlines()[0][:160]}"]
+
+
+@exercise("01.2", "Export with external_data=True; pass the path of the .onnx file.")
+def check_external_data(answer):
+    import onnx
+    import onnxruntime as ort
+
+    path = as_model_path(answer)
+    side = [p for p in path.parent.iterdir() if p.name.startswith(path.name) and p != path]
+    model_no_weights = onnx.load(path, load_external_data=False)
+    locations = {e.value for init in model_no_weights.graph.initializer for e in init.external_data
+                 if e.key == "location"}
+    if not locations:
+        raise Wrong("no initializer points to external data; export with external_data=True")
+    missing = [loc for loc in locations if not (path.parent / loc).is_file()]
+    if missing:
+        raise Wrong(f"the weights file(s) {missing} are not next to {path.name}")
+    onnx.checker.check_model(path)  # takes the path, so it can follow the external reference
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    images, _ = test_images(3)
+    (logits,) = session.run(None, {session.get_inputs()[0].name: images})
+    if logits.shape != (3, 10):
+        raise Wrong(f"expected logits [3, 10], got {list(logits.shape)}")
+    sizes = {p.name: p.stat().st_size for p in [path] + side}
+    if path.stat().st_size > 100_000:
+        raise Wrong(f"{path.name} is {path.stat().st_size} bytes: the weights still seem to be inside it")
+    return [f"{name}: {size:,} bytes" for name, size in sizes.items()] + \
+        ["copy only the .onnx elsewhere and loading fails: it refers to the side file by relative name"]
+
+
+@exercise("01.3", "Train a fresh MLP for one epoch, export it, and pass (path, accuracy) with the "
+                  "accuracy you measured with ONNX Runtime on all 10,000 test images.")
+def check_one_epoch(answer):
+    import onnxruntime as ort
+
+    if not (isinstance(answer, tuple) and len(answer) == 2):
+        raise Wrong("expected a pair (path, accuracy)")
+    path, claimed = answer
+    path = as_model_path(path)
+    if not isinstance(claimed, (float, np.floating)) or not 0.0 <= claimed <= 1.0:
+        raise Wrong(f"accuracy should be a fraction between 0 and 1, got {claimed!r}")
+    images, labels = test_images(10_000)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    logits = session.run(["logits"], {"image": images})[0]
+    measured = float((logits.argmax(1) == labels).mean())
+    if abs(measured - claimed) > 1e-4:
+        raise Wrong(f"ONNX Runtime measures {measured:.4f} on the test set, you said {claimed:.4f}")
+    if measured < 0.90:
+        raise Wrong(f"accuracy {measured:.2%} is too low for one epoch of this MLP (expect about 95-97 %)")
+    return f"one epoch gives {measured:.2%}; six epochs gave about 98 %"
