@@ -1,0 +1,392 @@
+"""Classify handwritten digits with any MNIST ``.onnx`` file of the series, using only numpy + onnxruntime.
+
+Introduced in notebook 03 (``notebooks/03_run_with_onnxruntime.ipynb``), which proves it runs in an
+environment holding nothing but ``requirements-inference.txt`` (``tests/test_bare_env.py``)::
+
+    python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png more.png batch.npy
+    python -m helpers.predict MODEL.onnx IMAGES... --json      # machine-readable output
+    python helpers/predict.py MODEL.onnx IMAGES...              # this file alone also works
+
+This module imports only the standard library, numpy and onnxruntime, and no other ``helpers`` module, so
+it can be copied next to a model and run anywhere those two packages are installed.
+
+Images are read as 28x28 grayscale (the size comes from the model's input, not from this file):
+
+* ``.png``: read by the small decoder below (``zlib`` + ``struct`` from the standard library). We chose that
+  over Pillow on purpose: the point of this program is that inference needs numpy and onnxruntime and nothing
+  else, and reading a 28x28 PNG is ~100 lines. It handles what image editors and ``matplotlib`` write
+  (grayscale, gray+alpha, RGB, RGBA, palette; 1-16 bits; non-interlaced). Colour becomes gray with the
+  ITU-R 601 weights Pillow uses; transparent pixels count as background (black).
+* ``.npy``: uint8 0..255 or float 0..1, shaped ``[28, 28]``, ``[N, 28, 28]`` or ``[N, 1, 28, 28]``.
+
+The model contract (notebook 01): white digit on black, pixels scaled to 0..1. ``--invert`` turns a dark
+digit on a light background (how people usually draw) into that.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+EXIT_OK, EXIT_USAGE, EXIT_MODEL, EXIT_INPUT = 0, 2, 3, 4
+
+EXIT_CODES_HELP = """exit codes:
+  0  every image was classified
+  2  usage error (bad or missing command-line arguments)
+  3  model error: the model file is missing, is not a valid ONNX model, does not look like an image
+     classifier [batch, 1, H, W] -> [batch, classes], or failed while running
+  4  input error: an image is missing or unreadable, or has the wrong size, dtype, shape or value range
+
+examples:
+  python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png batch.npy
+  python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
+"""
+
+# onnxruntime element types this program can feed (the series' models take float32).
+ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+
+
+class ModelError(Exception):
+    """The model file cannot be used (exit code 3)."""
+
+
+class InputError(Exception):
+    """An input image cannot be used (exit code 4)."""
+
+
+def _ort_errors() -> tuple[type[BaseException], ...]:
+    """The exception classes onnxruntime raises for a file it cannot load or run (all plain Exceptions)."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names = ("Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError", "RuntimeException",
+             "InvalidProtobuf", "ModelLoaded", "NotImplemented", "InvalidGraph", "EPFail")
+    return tuple(getattr(state, n) for n in names if hasattr(state, n))
+
+
+# ----------------------------------------------------------------------------------------- the model
+@dataclass(frozen=True)
+class ModelSpec:
+    """What the session's metadata says about the model's input and output."""
+
+    input_name: str
+    input_type: str          # e.g. "tensor(float)"
+    batch: int | None        # None = dynamic batch dimension
+    height: int
+    width: int
+    output_name: str
+    num_classes: int | None  # None = not fixed in the file
+
+    @property
+    def dtype(self) -> type:
+        return ORT_FLOAT_TYPES[self.input_type]
+
+
+def inspect_session(session: ort.InferenceSession) -> ModelSpec:
+    """Read the input/output names, shapes and types from the session; refuse models that are not
+    ``[batch, 1, H, W] float -> [batch, classes]``."""
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    if len(inputs) != 1:
+        raise ModelError(f"expected a model with one input (an image batch), found {len(inputs)}: "
+                         f"{[i.name for i in inputs]}")
+    if not outputs:
+        raise ModelError("the model has no outputs")
+    inp, out = inputs[0], outputs[0]
+    shape = list(inp.shape)
+    if (len(shape) != 4 or shape[1] != 1 or not isinstance(shape[2], int) or not isinstance(shape[3], int)
+            or shape[2] < 1 or shape[3] < 1):
+        raise ModelError(f"expected input {inp.name!r} shaped [batch, 1, height, width] with a fixed height and "
+                         f"width (one grayscale channel), found {shape}")
+    if inp.type not in ORT_FLOAT_TYPES:
+        raise ModelError(f"expected a floating-point input ({', '.join(ORT_FLOAT_TYPES)}), "
+                         f"input {inp.name!r} is {inp.type}")
+    batch = shape[0] if isinstance(shape[0], int) else None
+    if batch is not None and batch != 1:
+        raise ModelError(f"input {inp.name!r} has a fixed batch size of {batch}; expected a dynamic batch or 1")
+    out_shape = list(out.shape)
+    if len(out_shape) != 2:
+        raise ModelError(f"expected output {out.name!r} shaped [batch, classes], found {out_shape}")
+    classes = out_shape[1] if isinstance(out_shape[1], int) else None
+    return ModelSpec(inp.name, inp.type, batch, shape[2], shape[3], out.name, classes)
+
+
+def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.InferenceSession, ModelSpec]:
+    """An ``InferenceSession`` on the CPU provider and its checked ``ModelSpec``; ``ModelError`` if unusable."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"model file not found: {path}")
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    try:
+        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    except _ort_errors() as err:
+        raise ModelError(f"{path} is not a valid ONNX model onnxruntime can load: {err}") from err
+    return session, inspect_session(session)
+
+
+# -------------------------------------------------------------------------------------------- images
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+NPY_MAGIC = b"\x93NUMPY"
+# PNG colour type -> (channels, allowed bit depths)
+PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
+                   6: (4, (8, 16))}
+
+
+def _paeth(a: int, b: int, c: int) -> int:
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+
+def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> bytearray:
+    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth), PNG spec section 9."""
+    out = bytearray(height * row_bytes)
+    prev = bytearray(row_bytes)
+    for y in range(height):
+        start = y * (row_bytes + 1)
+        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + row_bytes])
+        if kind == 1:
+            for x in range(bpp, row_bytes):
+                line[x] = (line[x] + line[x - bpp]) & 0xFF
+        elif kind == 2:
+            for x in range(row_bytes):
+                line[x] = (line[x] + prev[x]) & 0xFF
+        elif kind == 3:
+            for x in range(row_bytes):
+                left = line[x - bpp] if x >= bpp else 0
+                line[x] = (line[x] + ((left + prev[x]) >> 1)) & 0xFF
+        elif kind == 4:
+            for x in range(row_bytes):
+                left = line[x - bpp] if x >= bpp else 0
+                up_left = prev[x - bpp] if x >= bpp else 0
+                line[x] = (line[x] + _paeth(left, prev[x], up_left)) & 0xFF
+        elif kind != 0:
+            raise ValueError(f"unknown PNG filter type {kind} in row {y}")
+        out[y * row_bytes:(y + 1) * row_bytes] = line
+        prev = line
+    return out
+
+
+def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np.ndarray:
+    """Decode a non-interlaced PNG into float32 gray values in 0..1, shape [height, width].
+
+    ``expected_hw`` is checked from the header, before anything is decompressed. Raises ``InputError``
+    with the reason for anything else (bad signature or checksum, truncated file, unsupported format).
+    """
+    path = Path(path)
+    data = path.read_bytes()
+    if not data.startswith(PNG_SIGNATURE):
+        raise InputError(f"{path}: not a PNG file (bad signature)")
+    pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
+    while True:
+        if pos + 8 > len(data):
+            raise InputError(f"{path}: truncated PNG (no IEND chunk)")
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body, crc_bytes = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
+        if len(body) != length or len(crc_bytes) != 4:
+            raise InputError(f"{path}: truncated PNG (chunk {kind!r} cut short)")
+        if zlib.crc32(kind + body) != struct.unpack(">I", crc_bytes)[0]:
+            raise InputError(f"{path}: corrupt PNG (CRC mismatch in chunk {kind.decode('latin-1')!r})")
+        pos += 12 + length
+        if kind == b"IHDR":
+            if length != 13:
+                raise InputError(f"{path}: corrupt PNG (IHDR of {length} bytes)")
+            header = struct.unpack(">IIBBBBB", body)
+            width, height, depth, color, _compression, _filter, interlace = header
+            if expected_hw is not None and (height, width) != tuple(expected_hw):
+                raise InputError(f"{path}: image is {width}x{height} pixels; the model expects "
+                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height)")
+            if color not in PNG_COLOR_TYPES or depth not in PNG_COLOR_TYPES[color][1]:
+                raise InputError(f"{path}: unsupported PNG colour type {color} with bit depth {depth}")
+            if interlace:
+                raise InputError(f"{path}: interlaced PNG is not supported; save it without interlacing")
+        elif header is None:
+            raise InputError(f"{path}: corrupt PNG (first chunk is {kind!r}, not IHDR)")
+        elif kind == b"PLTE":
+            palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
+        elif kind == b"IDAT":
+            idat.append(body)
+        elif kind == b"IEND":
+            break
+    width, height, depth, color = header[0], header[1], header[2], header[3]
+    channels = PNG_COLOR_TYPES[color][0]
+    row_bytes = (width * channels * depth + 7) // 8
+    expected_size = height * (row_bytes + 1)
+    try:
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(b"".join(idat), expected_size + 1)  # bounded: no decompression bomb
+    except zlib.error as err:
+        raise InputError(f"{path}: corrupt PNG image data ({err})") from err
+    if len(raw) != expected_size:
+        raise InputError(f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}")
+    try:
+        pixels = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8))
+    except ValueError as err:
+        raise InputError(f"{path}: corrupt PNG ({err})") from err
+    rows = np.frombuffer(bytes(pixels), dtype=np.uint8).reshape(height, row_bytes)
+
+    if depth < 8:  # 1, 2 or 4 bits per sample, packed big-endian within each byte
+        bits = np.unpackbits(rows, axis=1).reshape(height, -1, depth)[:, :width]
+        samples = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2)
+        maximum = (1 << depth) - 1
+    elif depth == 8:
+        samples, maximum = rows.reshape(height, width, channels).astype(np.int64), 255
+    else:
+        samples = rows.view(">u2").reshape(height, width, channels).astype(np.int64)
+        maximum = 65535
+    if color == 3:
+        if palette is None:
+            raise InputError(f"{path}: corrupt PNG (palette image without PLTE chunk)")
+        index = samples.reshape(height, width)
+        if index.max() >= len(palette):
+            raise InputError(f"{path}: corrupt PNG (palette index {index.max()} beyond {len(palette)} entries)")
+        samples, maximum, color = palette[index].astype(np.int64), 255, 2
+    samples = samples.reshape(height, width, -1)
+    if color in (2, 6):  # RGB -> gray with the ITU-R 601 weights (the ones Pillow's convert("L") uses)
+        gray = (samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000) >> 16
+    else:
+        gray = samples[..., 0]
+    if color in (4, 6):  # alpha: composite over a black background
+        gray = (gray * samples[..., -1] + maximum // 2) // maximum
+    return (gray / maximum).astype(np.float32)
+
+
+def read_npy(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
+    """Images from a ``.npy`` file as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
+    path = Path(path)
+    try:
+        array = np.load(path, allow_pickle=False)  # never unpickle: a pickle can run code
+    except (ValueError, OSError, EOFError) as err:
+        raise InputError(f"{path}: not a readable .npy array ({err})") from err
+    height, width = expected_hw
+    accepted = f"({height}, {width}), (N, {height}, {width}) or (N, 1, {height}, {width})"
+    if array.shape == (height, width):
+        array = array[None]
+    elif array.ndim == 4 and array.shape[1:] == (1, height, width):
+        array = array[:, 0]
+    elif not (array.ndim == 3 and array.shape[1:] == (height, width)):
+        raise InputError(f"{path}: array of shape {array.shape}; the model expects {accepted}")
+    if len(array) == 0:
+        raise InputError(f"{path}: the array holds no images (shape {array.shape})")
+    if array.dtype == np.uint8:
+        return array.astype(np.float32) / 255.0
+    if not np.issubdtype(array.dtype, np.floating):
+        raise InputError(f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
+                         f"e.g. array.astype(np.uint8)")
+    if not np.isfinite(array).all():
+        raise InputError(f"{path}: the array contains NaN or infinity")
+    low, high = float(array.min()), float(array.max())
+    if low < 0.0 or high > 1.0:
+        raise InputError(f"{path}: float values range {low:g}..{high:g}; expected 0..1 "
+                         f"(divide uint8 pixels by 255, or save them as uint8)")
+    return array.astype(np.float32)
+
+
+def read_images(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
+    """float32 [N, H, W] in 0..1 from a PNG (N = 1) or a .npy file; the format is recognised by content."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"image file not found: {path}")
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if head.startswith(PNG_SIGNATURE):
+        return read_png(path, expected_hw)[None]
+    if head.startswith(NPY_MAGIC):
+        return read_npy(path, expected_hw)
+    raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
+
+
+# ------------------------------------------------------------------------------------------- predict
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    exp = np.exp(shifted)
+    return exp / exp.sum(axis=1, keepdims=True)
+
+
+def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) -> np.ndarray:
+    """Class probabilities [N, classes] for float images [N, H, W] in 0..1."""
+    images = np.asarray(images)
+    if images.ndim != 3 or images.shape[1:] != (spec.height, spec.width):
+        raise InputError(f"expected images shaped (N, {spec.height}, {spec.width}), got {images.shape}")
+    batch = images[:, None].astype(spec.dtype)  # [N, 1, H, W] in the model's dtype
+    chunks = [batch] if spec.batch is None else [batch[i:i + 1] for i in range(len(batch))]
+    try:
+        logits = np.concatenate([session.run([spec.output_name], {spec.input_name: c})[0] for c in chunks])
+    except _ort_errors() as err:
+        raise ModelError(f"the model failed while running: {err}") from err
+    if logits.shape[0] != len(batch) or logits.ndim != 2:
+        raise ModelError(f"output {spec.output_name!r} has shape {logits.shape}; expected ({len(batch)}, classes)")
+    return softmax(logits.astype(np.float64))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.predict",
+        description="Classify 28x28 grayscale digit images (PNG or .npy, many at once) with an MNIST .onnx\n"
+                    "model, using only numpy and onnxruntime. Prints one line per image: source, predicted\n"
+                    "digit, its probability.",
+        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", help="the .onnx file (input [batch, 1, H, W] float, output [batch, classes])")
+    parser.add_argument("images", nargs="+", metavar="IMAGE",
+                        help="PNG files, or .npy arrays of uint8 0..255 / float 0..1 shaped [H, W], [N, H, W] "
+                             "or [N, 1, H, W]")
+    parser.add_argument("--invert", action="store_true",
+                        help="the images show a dark digit on a light background (MNIST is white on black)")
+    parser.add_argument("--json", action="store_true", help="print JSON (all probabilities) instead of text")
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="onnxruntime intra-op threads (default: onnxruntime's choice)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)  # argparse exits with 2 on a usage error
+    if args.threads is not None and args.threads < 1:
+        _parser().error(f"--threads must be at least 1, got {args.threads}")
+    try:
+        session, spec = load_model(args.model, args.threads)
+    except ModelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    try:
+        sources, batches = [], []
+        for name in args.images:
+            images = read_images(name, (spec.height, spec.width))
+            batches.append(images)
+            with open(name, "rb") as f:  # a PNG holds one image; a .npy entry is named by its index
+                is_png = f.read(8) == PNG_SIGNATURE
+            sources += [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]
+        images = np.concatenate(batches)
+        if args.invert:
+            images = 1.0 - images
+        probabilities = predict(session, spec, images)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    except ModelError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_MODEL
+    digits = probabilities.argmax(axis=1)
+    if args.json:
+        print(json.dumps({
+            "model": str(args.model),
+            "input": {"name": spec.input_name, "type": spec.input_type, "height": spec.height, "width": spec.width},
+            "output": spec.output_name,
+            "predictions": [{"source": s, "class": int(d), "probability": float(p[d]), "probabilities": p.tolist()}
+                            for s, d, p in zip(sources, digits, probabilities)],
+        }, indent=1))
+    else:
+        width = max(len(s) for s in sources)
+        for source, digit, p in zip(sources, digits, probabilities):
+            print(f"{source:<{width}}  {digit}  {p[digit]:.3f}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,176 @@
+"""The series' central promise, proven: an environment holding only requirements-inference.txt runs the models.
+
+``helpers.footprint.bare_env()`` builds a virtual environment with nothing but the pinned inference packages
+(no pip, no helpers package installed, no torch, no tensorflow), caches it in
+``.cache/venv-inference-<hash>`` (about 20 s the first time, instant afterwards), and here we run
+``python -m helpers.predict`` there on both MNIST files and on real test digits written as PNG and ``.npy``,
+and check that the predictions equal the full environment's.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import time
+from importlib import metadata
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image  # writes the sample PNGs here, in the full environment; the bare env reads them without it
+
+from helpers import footprint
+from helpers.mnist import load_mnist
+from helpers.notebooks import require_artifact
+from helpers.paths import REPO_ROOT
+
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
+MODELS = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx"]
+
+
+def inference_pins() -> dict[str, str]:
+    pins = {}
+    for line in footprint.INFERENCE_REQUIREMENTS.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            match = PIN.match(line)
+            assert match, f"requirements-inference.txt line must be 'name==version  # why': {line!r}"
+            pins[match["name"].lower()] = match["version"]
+    return pins
+
+
+@pytest.fixture(scope="session")
+def bare():
+    """(env folder, its python) of the cached bare inference environment, built on first use."""
+    env = footprint.bare_env()
+    return env, footprint.python_of(env)
+
+
+@pytest.fixture(scope="session")
+def samples(tmp_path_factory):
+    """Real MNIST test digits as files: PNGs of several kinds and .npy batches, plus the uint8 originals."""
+    folder = tmp_path_factory.mktemp("digits")
+    mnist = load_mnist()
+    images, labels = mnist.x_test[:40], mnist.y_test[:40]
+    files, order = [], []
+    for i, mode in enumerate(["L", "RGB", "RGBA", "P", "I;16", "L", "RGB", "L"]):
+        image = images[i]
+        if mode == "RGB":
+            pil = Image.fromarray(np.stack([image] * 3, axis=-1))
+        elif mode == "RGBA":
+            pil = Image.fromarray(np.dstack([image] * 3 + [np.full_like(image, 255)]))
+        elif mode == "P":
+            pil = Image.fromarray(image).convert("P")  # then an explicit gray ramp: index i -> (i, i, i)
+            pil.putpalette([v for gray in range(256) for v in (gray, gray, gray)])
+        elif mode == "I;16":
+            pil = Image.fromarray(image.astype(np.uint16) * 257)
+        else:
+            pil = Image.fromarray(image)
+        path = folder / f"digit_{i:02d}_{mode.replace(';', '')}.png"
+        pil.save(path)
+        files.append(path.name)
+        order.append(i)
+    np.save(folder / "batch_uint8.npy", images[8:32])                        # [24, 28, 28] uint8
+    np.save(folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32))  # [8, 1, 28, 28]
+    files += ["batch_uint8.npy", "batch_float.npy"]
+    order += list(range(8, 40))
+    return {"folder": folder, "files": files, "images": images[order], "labels": labels[order]}
+
+
+def run_cli(python, model, samples, *extra, by_path=False):
+    """Run the program with the repository on PYTHONPATH only (nothing of it is installed in the bare env)."""
+    env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
+    entry = [str(REPO_ROOT / "helpers" / "predict.py")] if by_path else ["-m", "helpers.predict"]
+    return footprint.run_python(python, [*entry, str(model), *samples["files"], *extra], cwd=samples["folder"], env=env)
+
+
+# ---------------------------------------------------------------------------------- the pins
+def test_inference_requirements_are_exact_pins_matching_the_main_environment():
+    pins = inference_pins()
+    assert {"numpy", "onnxruntime"} <= set(pins)
+    assert not {"torch", "tensorflow", "keras", "pillow", "onnx"} & set(pins)
+    for name, version in pins.items():
+        assert metadata.version(name) == version, f"{name}: main env has {metadata.version(name)}, pinned {version}"
+    main = {PIN.match(l)["name"].lower(): PIN.match(l)["version"]
+            for l in (REPO_ROOT / "requirements.txt").read_text().splitlines() if PIN.match(l)}
+    for name in set(pins) & set(main):
+        assert pins[name] == main[name], f"{name} pinned differently in requirements.txt"
+
+
+def test_bare_env_holds_exactly_the_pins_and_nothing_else(bare):
+    env, python = bare
+    installed = footprint.environment_size(python)["packages"]
+    assert {k.lower(): v[0] for k, v in installed.items()} == inference_pins()
+    assert python.is_file() and str(env).startswith(str(footprint.cache_dir()))
+    prefix = footprint.run_python(python, ["-c", "import sys; print(sys.prefix == sys.base_prefix)"])
+    assert prefix.stdout.strip() == "False", "not a virtual environment"
+
+
+@pytest.mark.parametrize("module", ["torch", "tensorflow", "keras", "onnx", "PIL", "matplotlib", "pip"])
+def test_frameworks_are_absent_in_the_bare_env(bare, module):
+    result = footprint.run_python(bare[1], ["-I", "-c", f"import {module}"])
+    assert result.returncode != 0
+    assert f"No module named '{module}'" in result.stderr
+
+
+def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path):
+    start = time.perf_counter()
+    assert footprint.bare_env() == bare[0]
+    assert time.perf_counter() - start < 2.0, "the cached environment was rebuilt"
+    edited = tmp_path / "requirements-inference.txt"
+    edited.write_text(footprint.INFERENCE_REQUIREMENTS.read_text() + "# a comment changes the key\n")
+    assert footprint.bare_env_key(edited) != footprint.bare_env_key()
+    assert bare[0].name == f"venv-inference-{footprint.bare_env_key()}"
+
+
+# --------------------------------------------------------------------------- the predictions
+@pytest.mark.parametrize("model_name", MODELS)
+def test_bare_env_predictions_match_the_full_environment(bare, samples, model_name):
+    model = require_artifact(model_name)
+    result = run_cli(bare[1], model, samples, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    got = np.array([p["probabilities"] for p in report["predictions"]])
+    assert got.shape == (40, 10)
+    assert [p["source"] for p in report["predictions"]][:8] == samples["files"][:8]
+
+    # Reference: the full environment, a plain session.run on the original uint8 digits / 255.
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(["logits"], {"image": (samples["images"][:, None] / 255.0).astype(np.float32)})
+    reference = np.exp(logits - logits.max(1, keepdims=True))
+    reference /= reference.sum(1, keepdims=True)
+    np.testing.assert_array_equal(got.argmax(1), logits.argmax(1))
+    np.testing.assert_allclose(got, reference, rtol=1e-5, atol=1e-6)
+    assert (got.argmax(1) == samples["labels"]).mean() >= 0.9
+
+    # The same program in the full environment prints exactly the same thing.
+    full = run_cli(sys.executable, model, samples, "--json")
+    assert full.returncode == 0 and full.stdout == result.stdout
+
+
+def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp_path):
+    model = require_artifact(MODELS[0])
+    as_module = run_cli(bare[1], model, samples)
+    by_path = run_cli(bare[1], model, samples, by_path=True)
+    assert as_module.returncode == by_path.returncode == 0, as_module.stderr + by_path.stderr
+    assert as_module.stdout == by_path.stdout
+    # A learner copies one file next to the model: no repository, no PYTHONPATH.
+    shutil.copy(REPO_ROOT / "helpers" / "predict.py", tmp_path / "predict.py")
+    shutil.copy(model, tmp_path / "model.onnx")
+    lone = footprint.run_python(bare[1], [str(tmp_path / "predict.py"), str(tmp_path / "model.onnx"),
+                                          *samples["files"]], cwd=samples["folder"])
+    assert lone.returncode == 0, lone.stderr
+    assert lone.stdout == as_module.stdout
+
+
+def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, samples, tmp_path):
+    model = require_artifact(MODELS[0])
+    Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "big.png")
+    (tmp_path / "model.onnx").write_bytes(b"\x00not a model")
+    env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
+    cases = [([str(model), str(tmp_path / "big.png")], 4, "image is 32x32 pixels; the model expects 28x28"),
+             ([str(tmp_path / "model.onnx"), str(tmp_path / "big.png")], 3, "not a valid ONNX model"),
+             ([str(model)], 2, "the following arguments are required")]
+    for args, code, message in cases:
+        result = footprint.run_python(bare[1], ["-m", "helpers.predict", *args], env=env)
+        assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)

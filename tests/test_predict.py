@@ -1,0 +1,401 @@
+"""helpers/predict.py: the PNG decoder, .npy reading, model validation, predictions and the CLI's exit codes."""
+from __future__ import annotations
+
+import ast
+import json
+import struct
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+from PIL import Image  # comes with matplotlib; used here only as an independent PNG encoder
+
+from helpers import predict as P
+from helpers.mnist import load_mnist
+from helpers.paths import REPO_ROOT
+
+PREDICT_PY = REPO_ROOT / "helpers" / "predict.py"
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def digits():
+    """Real MNIST test digits (uint8 [32, 28, 28]) and labels."""
+    mnist = load_mnist()
+    return mnist.x_test[:32], mnist.y_test[:32]
+
+
+def linear_model(path: Path, input_shape=("batch", 1, 28, 28), elem=TensorProto.FLOAT, n_inputs=1,
+                 output_shape=("batch", 10), seed=0) -> Path:
+    """A tiny valid classifier: Flatten -> MatMul, for any declared input shape."""
+    rng = np.random.default_rng(seed)
+    rows = int(np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]]))  # values per item
+    weight = helper.make_tensor("w", elem, [rows, 10], rng.normal(size=(rows, 10)).astype(np.float32).ravel().tolist())
+    inputs = [helper.make_tensor_value_info(f"x{i}" if i else "pixels", elem, list(input_shape)) for i in range(n_inputs)]
+    nodes = [helper.make_node("Flatten", ["pixels"], ["flat"], axis=1), helper.make_node("MatMul", ["flat", "w"], ["scores"])]
+    graph = helper.make_graph(nodes, "tiny", inputs, [helper.make_tensor_value_info("scores", elem, list(output_shape))],
+                              initializer=[weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    return linear_model(tmp_path_factory.mktemp("models") / "linear.onnx")
+
+
+# ------------------------------------------------------------------- an independent PNG encoder
+def _filter_row(kind: int, row: bytes, prev: bytes, bpp: int) -> bytes:
+    out = bytearray(len(row))
+    for x, value in enumerate(row):
+        left = row[x - bpp] if x >= bpp else 0
+        up = prev[x]
+        up_left = prev[x - bpp] if x >= bpp else 0
+        predictor = [0, left, up, (left + up) >> 1, P._paeth(left, up, up_left)][kind]
+        out[x] = (value - predictor) & 0xFF
+    return bytes(out)
+
+
+def encode_png(samples: np.ndarray, color: int, depth: int = 8, filters=(0, 1, 2, 3, 4), palette=None,
+               interlace: int = 0) -> bytes:
+    """PNG bytes for samples [H, W, C] (uint8/uint16), cycling through the given filter types row by row."""
+    height, width, channels = samples.shape
+    if depth == 16:
+        rows = samples.astype(">u2").reshape(height, -1).view(np.uint8)
+    elif depth < 8:
+        bits = ((samples[..., 0][..., None] >> np.arange(depth - 1, -1, -1)) & 1).astype(np.uint8).reshape(height, -1)
+        rows = np.packbits(bits, axis=1)
+    else:
+        rows = samples.astype(np.uint8).reshape(height, -1)
+    bpp = max(1, channels * depth // 8)
+    raw, prev = bytearray(), bytes(rows.shape[1])
+    for y in range(height):
+        kind = filters[y % len(filters)]
+        raw += bytes([kind]) + _filter_row(kind, rows[y].tobytes(), prev, bpp)
+        prev = rows[y].tobytes()
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    out = P.PNG_SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace))
+    if palette is not None:
+        out += chunk(b"PLTE", palette.astype(np.uint8).tobytes())
+    return out + chunk(b"IDAT", zlib.compress(bytes(raw))) + chunk(b"IEND", b"")
+
+
+# ----------------------------------------------------------------------------------- PNG decoding
+@pytest.mark.parametrize("filters", [(0,), (1,), (2,), (3,), (4,), (0, 1, 2, 3, 4)], ids=lambda f: f"filters{f}")
+@pytest.mark.parametrize("color,channels", [(0, 1), (2, 3), (4, 2), (6, 4)])
+def test_png_every_filter_and_colour_type_decodes_exactly(tmp_path, digits, filters, color, channels):
+    gray = digits[0][0]
+    if color == 0:
+        samples = gray[..., None]
+    elif color == 2:
+        samples = np.stack([gray] * 3, axis=-1)
+    elif color == 4:
+        samples = np.stack([gray, np.full_like(gray, 255)], axis=-1)
+    else:
+        samples = np.stack([gray] * 3 + [np.full_like(gray, 255)], axis=-1)
+    path = tmp_path / "d.png"
+    path.write_bytes(encode_png(samples, color, filters=filters))
+    np.testing.assert_array_equal(P.read_png(path, (28, 28)), gray / np.float32(255))
+
+
+def test_png_16_bit_and_sub_byte_depths(tmp_path, digits):
+    gray = digits[0][1]
+    path = tmp_path / "d16.png"
+    path.write_bytes(encode_png((gray.astype(np.uint16) * 257)[..., None], 0, depth=16))
+    np.testing.assert_allclose(P.read_png(path, (28, 28)), gray / 255.0, atol=1e-6)
+    for depth in (1, 2, 4):
+        levels = (1 << depth) - 1
+        quantized = (gray.astype(np.int64) * levels // 255).astype(np.uint8)
+        path = tmp_path / f"d{depth}.png"
+        path.write_bytes(encode_png(quantized[..., None], 0, depth=depth))
+        np.testing.assert_allclose(P.read_png(path, (28, 28)), quantized / levels, atol=1e-6)
+
+
+def test_png_palette_with_sub_byte_indices(tmp_path):
+    palette = np.array([[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 0, 255]])
+    index = np.random.default_rng(1).integers(0, 4, size=(28, 28)).astype(np.uint8)
+    path = tmp_path / "p.png"
+    path.write_bytes(encode_png(index[..., None], 3, depth=2, palette=palette))
+    rgb = palette[index]
+    expected = ((rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16) / 255
+    np.testing.assert_allclose(P.read_png(path, (28, 28)), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "P", "1", "I;16"])
+def test_png_written_by_pillow_matches_pillow_grayscale(tmp_path, mode):
+    rng = np.random.default_rng(2)
+    rgb = rng.integers(0, 256, size=(28, 28, 3), dtype=np.uint8)
+    image = Image.fromarray(rgb)
+    if mode == "I;16":
+        image = Image.fromarray((np.asarray(image.convert("L")).astype(np.uint16) * 257))
+    elif mode != "RGB":
+        image = image.convert(mode)
+    path = tmp_path / f"{mode.replace(';', '')}.png"
+    image.save(path)
+    reference = np.asarray(Image.open(path).convert("L" if mode != "I;16" else "I")).astype(np.float64)
+    reference = reference / (65535 if mode == "I;16" else 255)
+    np.testing.assert_allclose(P.read_png(path, (28, 28)), reference, atol=1 / 255 + 1e-6)
+
+
+def test_png_alpha_is_composited_over_black(tmp_path):
+    rgba = np.zeros((28, 28, 4), np.uint8)
+    rgba[..., :3] = 200
+    rgba[..., 3] = np.linspace(0, 255, 28).astype(np.uint8)[None, :]
+    path = tmp_path / "a.png"
+    Image.fromarray(rgba, "RGBA").save(path)
+    expected = np.round(200 * rgba[..., 3].astype(np.int64) / 255) / 255
+    np.testing.assert_allclose(P.read_png(path, (28, 28)), expected, atol=1 / 255 + 1e-6)
+
+
+def _bad_png(tmp_path, name, data):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def test_png_corrupt_inputs_raise_input_error_naming_the_problem(tmp_path, digits):
+    good = encode_png(digits[0][0][..., None], 0)
+    cases = {
+        "signature": (b"GIF89a" + good[6:], "not a PNG"),
+        "truncated": (good[:len(good) // 2], "truncated"),
+        "crc": (good[:40] + bytes([good[40] ^ 0xFF]) + good[41:], "CRC mismatch"),
+        "size": (encode_png(np.zeros((32, 30, 1), np.uint8), 0), "image is 30x32 pixels; the model expects 28x28"),
+        "interlaced": (encode_png(digits[0][0][..., None], 0, interlace=1), "interlaced"),
+        "signature-only": (P.PNG_SIGNATURE, "truncated"),
+    }
+    # a colour type / depth combination PNG forbids (RGB at 4 bits), with a valid CRC
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)
+    cases["unsupported"] = (P.PNG_SIGNATURE + struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr)),
+                            "unsupported PNG colour type 2 with bit depth 4")
+    # valid chunks, but the compressed stream is garbage
+    idat = b"IDAT" + b"garbage!"
+    start = good.index(b"IDAT") - 4
+    cases["zlib"] = (good[:start] + struct.pack(">I", 8) + idat + struct.pack(">I", zlib.crc32(idat)) +
+                     good[good.index(b"IEND") - 4:], "corrupt PNG image data")
+    # a bad filter type byte
+    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4:good.index(b"IEND") - 8]))
+    raw[0] = 9
+    body = b"IDAT" + zlib.compress(bytes(raw))
+    cases["filter"] = (good[:start] + struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body)) +
+                       good[good.index(b"IEND") - 4:], "unknown PNG filter type 9")
+    for name, (data, message) in cases.items():
+        with pytest.raises(P.InputError, match=message.replace("(", r"\(")):
+            P.read_png(_bad_png(tmp_path, f"{name}.png", data), (28, 28))
+
+
+def test_png_size_is_checked_before_decompressing(tmp_path):
+    # A 20000x20000 header followed by no data: refused from the header alone, without allocating anything.
+    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    data = P.PNG_SIGNATURE + struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr))
+    with pytest.raises(P.InputError, match="20000x20000"):
+        P.read_png(_bad_png(tmp_path, "huge.png", data), (28, 28))
+
+
+# ------------------------------------------------------------------------------------------- .npy
+@pytest.mark.parametrize("shape", [(28, 28), (5, 28, 28), (5, 1, 28, 28)])
+def test_npy_accepted_shapes_and_dtypes(tmp_path, digits, shape):
+    n = int(np.prod(shape)) // 784
+    images = digits[0][:n].reshape(shape)
+    np.save(tmp_path / "u8.npy", images)
+    np.save(tmp_path / "f32.npy", images.astype(np.float32) / 255)
+    expected = digits[0][:n].astype(np.float32) / 255
+    np.testing.assert_allclose(P.read_images(tmp_path / "u8.npy", (28, 28)), expected)
+    np.testing.assert_allclose(P.read_images(tmp_path / "f32.npy", (28, 28)), expected)
+
+
+@pytest.mark.parametrize("array,message", [
+    (np.zeros((3, 32, 32), np.uint8), r"shape \(3, 32, 32\); the model expects \(28, 28\)"),
+    (np.zeros((3, 3, 28, 28), np.uint8), "shape"),
+    (np.zeros((0, 28, 28), np.uint8), "holds no images"),
+    (np.zeros((28, 28), np.int64), "dtype int64 is not supported"),
+    (np.zeros((28, 28), bool), "dtype bool is not supported"),
+    (np.full((28, 28), 255.0, np.float32), "float values range 255..255; expected 0..1"),
+    (np.full((28, 28), -0.5), "expected 0..1"),
+    (np.full((28, 28), np.nan, np.float32), "NaN"),
+], ids=["size", "channels", "empty", "int64", "bool", "scale", "negative", "nan"])
+def test_npy_bad_arrays(tmp_path, array, message):
+    np.save(tmp_path / "bad.npy", array)
+    with pytest.raises(P.InputError, match=message):
+        P.read_images(tmp_path / "bad.npy", (28, 28))
+
+
+def test_npy_pickles_are_never_loaded(tmp_path):
+    np.save(tmp_path / "obj.npy", np.array([{"not": "pixels"}], dtype=object), allow_pickle=True)
+    with pytest.raises(P.InputError, match="not a readable .npy array"):
+        P.read_images(tmp_path / "obj.npy", (28, 28))
+
+
+def test_unrecognised_and_missing_files(tmp_path):
+    (tmp_path / "note.txt").write_text("hello")
+    with pytest.raises(P.InputError, match="neither a PNG image nor a .npy array"):
+        P.read_images(tmp_path / "note.txt", (28, 28))
+    with pytest.raises(P.InputError, match="image file not found"):
+        P.read_images(tmp_path / "absent.png", (28, 28))
+    (tmp_path / "cut.npy").write_bytes(b"\x93NUMPY\x01\x00")
+    with pytest.raises(P.InputError, match="not a readable .npy array"):
+        P.read_images(tmp_path / "cut.npy", (28, 28))
+
+
+# -------------------------------------------------------------------------------------- the model
+def test_inspect_session_reads_names_from_metadata(model_path):
+    session, spec = P.load_model(model_path)
+    assert spec == P.ModelSpec("pixels", "tensor(float)", None, 28, 28, "scores", 10)
+    assert spec.dtype is np.float32
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"n_inputs": 2}, "one input"),
+    ({"input_shape": ("batch", 784)}, r"shaped \[batch, 1, height, width\]"),
+    ({"input_shape": ("batch", 3, 28, 28)}, "one grayscale channel"),
+    ({"input_shape": ("batch", 1, "h", 28)}, "fixed height and width"),
+    ({"input_shape": (4, 1, 28, 28)}, "fixed batch size of 4"),
+    ({"output_shape": ("batch", 10, 1)}, r"shaped \[batch, classes\]"),
+], ids=["two-inputs", "flat", "rgb", "dynamic-height", "batch-4", "output-rank"])
+def test_models_outside_the_contract_are_refused(tmp_path, kwargs, message):
+    if kwargs.get("output_shape") == ("batch", 10, 1):
+        path = tmp_path / "m.onnx"
+        model = onnx.load(linear_model(path))
+        model.graph.output[0].type.tensor_type.shape.dim.add().dim_value = 1
+        onnx.save(model, path)
+    else:
+        path = linear_model(tmp_path / "m.onnx", **kwargs)
+    with pytest.raises(P.ModelError, match=message):
+        P.load_model(path)
+
+
+def test_integer_input_model_is_refused(tmp_path):
+    graph = helper.make_graph([helper.make_node("Cast", ["pixels"], ["scores"], to=TensorProto.FLOAT)], "g",
+                              [helper.make_tensor_value_info("pixels", TensorProto.UINT8, ["batch", 1, 28, 28])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 28, 28])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "u8.onnx")
+    with pytest.raises(P.ModelError, match="floating-point input"):
+        P.load_model(tmp_path / "u8.onnx")
+
+
+def test_unloadable_model_files(tmp_path, model_path):
+    with pytest.raises(P.ModelError, match="model file not found"):
+        P.load_model(tmp_path / "absent.onnx")
+    (tmp_path / "text.onnx").write_text("not a protobuf at all")
+    with pytest.raises(P.ModelError, match="not a valid ONNX model"):
+        P.load_model(tmp_path / "text.onnx")
+    data = model_path.read_bytes()
+    (tmp_path / "cut.onnx").write_bytes(data[:len(data) // 3])
+    with pytest.raises(P.ModelError, match="not a valid ONNX model"):
+        P.load_model(tmp_path / "cut.onnx")
+
+
+def test_predict_matches_a_direct_session_run(model_path, digits):
+    session, spec = P.load_model(model_path)
+    images = digits[0].astype(np.float32) / 255
+    probabilities = P.predict(session, spec, images)
+    (logits,) = session.run(None, {"pixels": images[:, None]})
+    assert probabilities.shape == (32, 10)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(probabilities.argmax(1), logits.argmax(1))
+    with pytest.raises(P.InputError, match=r"expected images shaped \(N, 28, 28\)"):
+        P.predict(session, spec, images[:, :20])
+
+
+def test_fixed_batch_of_one_runs_image_by_image(tmp_path, digits):
+    path = linear_model(tmp_path / "b1.onnx", input_shape=(1, 1, 28, 28), output_shape=(1, 10))
+    session, spec = P.load_model(path)
+    assert spec.batch == 1
+    images = digits[0][:5].astype(np.float32) / 255
+    reference = np.concatenate([session.run(None, {"pixels": im[None, None]})[0] for im in images])
+    np.testing.assert_allclose(P.predict(session, spec, images), P.softmax(reference.astype(np.float64)))
+
+
+def test_softmax_is_stable_for_large_logits():
+    p = P.softmax(np.array([[1000.0, 0.0, -1000.0]]))
+    assert np.isfinite(p).all() and p[0, 0] == pytest.approx(1.0)
+
+
+# --------------------------------------------------------------------------------- the program
+def test_main_text_json_invert_and_exit_codes(tmp_path, model_path, digits, capsys):
+    images = digits[0][:3]
+    np.save(tmp_path / "batch.npy", images)
+    Image.fromarray(images[0]).save(tmp_path / "one.png")
+    Image.fromarray(255 - images[0]).save(tmp_path / "inverted.png")
+
+    assert P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "batch.npy")]) == P.EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [l.split()[0] for l in lines] == [str(tmp_path / "one.png")] + [f"{tmp_path / 'batch.npy'}[{i}]" for i in range(3)]
+    assert lines[0].split()[1] == lines[1].split()[1]  # the same digit as PNG and as .npy
+
+    assert P.main([str(model_path), str(tmp_path / "inverted.png"), "--invert", "--json", "--threads", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["input"] == {"name": "pixels", "type": "tensor(float)", "height": 28, "width": 28}
+    assert report["predictions"][0]["class"] == int(lines[0].split()[1])
+
+    assert P.main([str(tmp_path / "absent.onnx"), str(tmp_path / "one.png")]) == P.EXIT_MODEL
+    assert "model file not found" in capsys.readouterr().err
+    assert P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "absent.png")]) == P.EXIT_INPUT
+    assert "image file not found" in capsys.readouterr().err
+    for argv in ([], [str(model_path)], [str(model_path), "x.png", "--threads", "0"], ["--bogus"]):
+        with pytest.raises(SystemExit) as exit_info:
+            P.main(argv)
+        assert exit_info.value.code == P.EXIT_USAGE
+    capsys.readouterr()
+
+
+def test_cli_help_documents_the_exit_codes():
+    result = subprocess.run([sys.executable, "-m", "helpers.predict", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0
+    for line in ("2  usage error", "3  model error", "4  input error"):
+        assert line in result.stdout
+
+
+def test_cli_runs_as_a_single_copied_file(tmp_path, model_path, digits):
+    """predict.py needs nothing else from the repository: copy it alone and run it by path."""
+    (tmp_path / "predict.py").write_text(PREDICT_PY.read_text())
+    Image.fromarray(digits[0][0]).save(tmp_path / "d.png")
+    result = subprocess.run([sys.executable, "predict.py", str(model_path), "d.png"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "d.png"
+
+
+def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
+    tree = ast.parse(PREDICT_PY.read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
+    assert third_party == {"numpy", "onnxruntime"}, third_party
+    code = ("import sys, helpers.predict; print(sorted(m for m in sys.modules if m.startswith('helpers') "
+            "or m.split('.')[0] in ('torch', 'tensorflow', 'onnx', 'PIL', 'matplotlib')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['helpers', 'helpers.paths', 'helpers.predict']"
+
+
+def test_runs_the_series_models_like_onnxruntime_does(digits):
+    """On the real MNIST files (when present), the program's classes equal a plain session.run's."""
+    from helpers.paths import artifacts_dir
+
+    path = artifacts_dir() / "mnist_mlp_pytorch.onnx"
+    if not path.exists():
+        pytest.skip("artifacts/mnist_mlp_pytorch.onnx not built yet (notebook 01; tests/test_bare_env.py builds it)")
+    session, spec = P.load_model(path)
+    assert (spec.input_name, spec.output_name, spec.height, spec.width) == ("image", "logits", 28, 28)
+    images = digits[0].astype(np.float32) / 255
+    (logits,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"image": images[:, None]})
+    np.testing.assert_array_equal(P.predict(session, spec, images).argmax(1), logits.argmax(1))
+    assert (logits.argmax(1) == digits[1]).mean() > 0.9
