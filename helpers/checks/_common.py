@@ -13,7 +13,7 @@ def as_model_path(answer) -> Path:
         raise Wrong(f"expected the path of your .onnx file (a str or Path), got {type(answer).__name__}")
     path = Path(answer)
     if not path.is_file():
-        raise Wrong(f"there is no file at {path}")
+        raise Wrong(f"expected an existing .onnx file, but there is no file at {path}")
     return path
 
 

@@ -1,0 +1,190 @@
+"""Checks for the exercises of notebook 03 (numpy and onnxruntime only).
+
+Like the notebook, these checks use numpy and onnxruntime and nothing else: not even the ``onnx`` package.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from helpers.exercises import Wrong, exercise
+
+SHIFTS = (0, 1, 2, 3, 4, 5, 6)
+SPINNING = "session.intra_op.allow_spinning"
+
+
+def _model_paths() -> dict:
+    from helpers.notebooks import require_artifact
+
+    return {"PyTorch": require_artifact("mnist_mlp_pytorch.onnx"), "Keras": require_artifact("mnist_mlp_keras.onnx")}
+
+
+def _session(model, options=None):
+    import onnxruntime as ort
+
+    source = model if isinstance(model, bytes) else str(model)
+    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+
+
+def _contract_predictions(session, digits: np.ndarray) -> np.ndarray:
+    """The checker's own classification: the contract, with the names of the notebook's files."""
+    image = (digits.astype(np.float32) / 255.0)[:, None]
+    return session.run(None, {session.get_inputs()[0].name: image})[0].argmax(1)
+
+
+def renamed_copy(path) -> bytes:
+    """The model at ``path`` with its input renamed 'image' -> 'pixel' and its output 'logits' -> 'scores'.
+
+    Without the onnx package: in the protobuf encoding a name is its field tag, its length, then its bytes, and
+    the new names have the same lengths, so swapping these exact byte sequences changes only those fields
+    (graph input/output names: tag 0x0a; node inputs: 0x0a; node outputs: 0x12). The result is verified below.
+    """
+    data = Path(path).read_bytes()
+    for old, new in ((b"\x0a\x05image", b"\x0a\x05pixel"), (b"\x0a\x06logits", b"\x0a\x06scores"),
+                     (b"\x12\x06logits", b"\x12\x06scores")):
+        data = data.replace(old, new)
+    original, renamed = _session(path), _session(data)
+    if [i.name for i in renamed.get_inputs()] != ["pixel"] or [o.name for o in renamed.get_outputs()] != ["scores"]:
+        raise RuntimeError(f"could not rename the tensors of {path}")  # a checker bug, not the learner's
+    probe = np.random.default_rng(0).random((3, 1, 28, 28), dtype=np.float32)
+    np.testing.assert_array_equal(renamed.run(None, {"pixel": probe})[0], original.run(None, {"image": probe})[0])
+    return data
+
+
+def _labels(answer, session, digits, what: str) -> np.ndarray:
+    try:
+        got = answer(session, digits)
+    except Exception as err:  # whatever the learner's function raises is reported, not hidden
+        raise Wrong(f"expected classify to run on {what}; it raised {type(err).__name__}: {err}") from err
+    got = np.asarray(got)
+    if got.shape != (len(digits),) or not np.issubdtype(got.dtype, np.integer):
+        raise Wrong(f"expected {len(digits)} integer labels, shape ({len(digits)},), got {got.dtype} {got.shape} "
+                    f"(on {what}); argmax over the classes gives them")
+    return got
+
+
+@exercise("03.1", "Write classify(session, images_uint8) -> labels that reads the input/output names, the "
+                  "dtype and the image shape from the session; pass the function.")
+def check_classify(answer):
+    from helpers.mnist import load_mnist
+
+    if not callable(answer):
+        raise Wrong(f"expected your function classify(session, images_uint8), got {type(answer).__name__}")
+    data = load_mnist()
+    digits, labels = data.x_test, data.y_test
+    details = []
+    for name, path in _model_paths().items():
+        session = _session(path)
+        got = _labels(answer, session, digits, f"the {name} file, 10,000 test digits")
+        want = _contract_predictions(session, digits)
+        agree, accuracy = float((got == want).mean()), float((got == labels).mean())
+        if agree < 0.999:
+            hint = " (scale the pixels to 0..1: uint8 / 255)" if accuracy < 0.97 else ""
+            raise Wrong(f"on the {name} file expected the model's own predictions, got labels that agree with them "
+                        f"on only {agree:.2%} of the test digits (accuracy {accuracy:.2%}){hint}")
+        details.append(f"{name} file: accuracy {accuracy:.2%} on 10,000 digits")
+        single = _labels(answer, session, digits[:1], f"the {name} file, one digit [1, 28, 28]")
+        if single[0] != want[0]:
+            raise Wrong(f"expected label {want[0]} for the first test digit alone, got {single[0]}")
+    path = _model_paths()["PyTorch"]
+    renamed = _session(renamed_copy(path))
+    got = _labels(answer, renamed, digits[:500],
+                  "a copy of the PyTorch file whose input is 'pixel' and output 'scores'")
+    want = _contract_predictions(_session(path), digits[:500])
+    if (got != want).any():
+        raise Wrong(f"expected the same labels from a copy whose input is 'pixel' and output 'scores', got "
+                    f"{int((got != want).sum())} different labels out of 500")
+    details.append("works on a copy named 'pixel' -> 'scores': nothing about the names is hard-coded")
+    return details
+
+
+def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np.ndarray:
+    """Digits moved k pixels along ``axis`` (2 = right, 1 = down), the gap filled with black (or wrapped)."""
+    if roll:
+        return np.roll(digits, k, axis=axis)
+    out = np.zeros_like(digits)
+    index = [slice(None)] * digits.ndim
+    source = list(index)
+    index[axis], source[axis] = slice(k, None), slice(0, digits.shape[axis] - k)
+    out[tuple(index)] = digits[tuple(source)]
+    return out
+
+
+def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
+    """Accuracy of the PyTorch file on the 10,000 test digits shifted by each of SHIFTS pixels."""
+    from helpers.mnist import load_mnist
+
+    data = load_mnist()
+    session = _session(_model_paths()["PyTorch"])
+    return {k: float((_contract_predictions(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
+            for k in SHIFTS}
+
+
+@exercise("03.2", "Off-centre digits: shift every test digit k = 0..6 pixels to the right (fill with black) and "
+                  "measure the PyTorch file's accuracy; pass {k: accuracy}.")
+def check_shift_curve(answer):
+    if not isinstance(answer, dict):
+        raise Wrong(f"expected a dict {{shift in pixels: accuracy}} for shifts {list(SHIFTS)}, "
+                    f"got {type(answer).__name__}")
+    missing = [k for k in SHIFTS if k not in answer]
+    if missing:
+        raise Wrong(f"expected the shifts {list(SHIFTS)} as keys, missing {missing}")
+    claimed = {k: float(answer[k]) for k in SHIFTS}
+    if any(not 0.0 <= v <= 1.0 for v in claimed.values()):
+        raise Wrong(f"expected accuracies as fractions between 0 and 1, got {claimed}")
+    truth = shift_accuracies()
+    if all(abs(claimed[k] - truth[k]) <= 1e-4 for k in SHIFTS):
+        ratio = truth[4] / truth[0]
+        return [", ".join(f"{k} px: {truth[k]:.1%}" for k in SHIFTS),
+                f"4 pixels to the right keep {ratio:.0%} of the accuracy: an MLP learns each pixel position "
+                "separately, so a small, off-centre drawing looks like another digit to it"]
+    for label, other in (("wrapped around with np.roll", shift_accuracies(roll=True)),
+                         ("shifted down (axis 1) instead of right", shift_accuracies(axis=1))):
+        if all(abs(claimed[k] - other[k]) <= 1e-4 for k in SHIFTS):
+            raise Wrong(f"your numbers are the digits {label}; expected a shift to the right (axis 2 of "
+                        "[N, 28, 28]) with the gap filled with zeros")
+    wrong = [f"{k} px: expected {truth[k]:.4f}, got {claimed[k]:.4f}" for k in SHIFTS
+             if abs(claimed[k] - truth[k]) > 1e-4]
+    raise Wrong("not quite: " + "; ".join(wrong))
+
+
+@exercise("03.3", "SessionOptions for a busy shared machine: one intra-op thread, sequential execution, no "
+                  "spinning; pass the options object.")
+def check_single_thread_options(answer):
+    import onnxruntime as ort
+
+    from helpers.mnist import load_mnist
+    from helpers.timing import measure
+
+    if not isinstance(answer, ort.SessionOptions):
+        raise Wrong(f"expected an onnxruntime.SessionOptions object, got {type(answer).__name__}")
+    if answer.intra_op_num_threads != 1:
+        raise Wrong(f"expected intra_op_num_threads = 1, got {answer.intra_op_num_threads}"
+                    + (" (0 means 'onnxruntime chooses')" if answer.intra_op_num_threads == 0 else ""))
+    if answer.execution_mode != ort.ExecutionMode.ORT_SEQUENTIAL:
+        raise Wrong(f"expected execution_mode ORT_SEQUENTIAL (one operator at a time), got {answer.execution_mode}")
+    try:
+        spinning = answer.get_session_config_entry(SPINNING)
+    except RuntimeError:  # onnxruntime raises RuntimeError for a key that was never set
+        spinning = None
+    if spinning != "0":
+        raise Wrong(f"expected the config entry {SPINNING!r} set to '0' with add_session_config_entry, "
+                    f"got {spinning!r}")
+    path = _model_paths()["PyTorch"]
+    mine = _session(path, answer)
+    two = ort.SessionOptions()
+    two.intra_op_num_threads = 2
+    default = _session(path, two)
+    images = (load_mnist().x_test[:1000].astype(np.float32) / 255.0)[:, None]
+    got, want = mine.run(None, {"image": images})[0], default.run(None, {"image": images})[0]
+    if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+        raise Wrong(f"expected the same logits as a default session, got a max difference of "
+                    f"{np.abs(got - want).max():.3g}; did you change the graph optimization level on purpose?")
+    details = [f"intra_op_num_threads 1, {answer.execution_mode.name}, {SPINNING} = '0'; same logits as 2 threads"]
+    for batch in (1, 1000):
+        t1 = measure(lambda: mine.run(None, {"image": images[:batch]}), min_time_s=0.2)["p50_us"]
+        t2 = measure(lambda: default.run(None, {"image": images[:batch]}), min_time_s=0.2)["p50_us"]
+        details.append(f"batch {batch}: median {t1:.0f} µs with 1 thread, {t2:.0f} µs with 2 threads "
+                       f"(measured now, ratio {t1 / t2:.2f}; noisy on a shared machine)")
+    return details

@@ -1,0 +1,119 @@
+"""Solutions for notebook 02's exercises (they need TensorFlow, like the notebook).
+
+In the notebook you would export the trained ``model`` of section 1. To stand alone, these solutions rebuild
+that model and copy its trained weights out of ``artifacts/mnist_mlp_keras.onnx`` (no training needed).
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+MEAN, STD = 0.1307, 0.3081
+OPSET = 18
+
+
+def _tf():
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # read when TensorFlow's C++ library loads
+    import keras
+    import tensorflow as tf
+    import tf2onnx
+
+    return tf, keras, tf2onnx
+
+
+def _trained_model():
+    """Notebook 02's Keras MLP with the weights of the file that notebook wrote."""
+    import onnx
+    from onnx import numpy_helper
+
+    from helpers.notebooks import require_artifact
+
+    _, keras, _ = _tf()
+    model = keras.Sequential([
+        keras.Input(shape=(1, 28, 28), name="image"),
+        keras.layers.Rescaling(scale=1.0 / STD, offset=-MEAN / STD, name="normalize"),
+        keras.layers.Flatten(name="flatten"),
+        keras.layers.Dense(256, activation="relu", name="hidden1"),
+        keras.layers.Dense(128, activation="relu", name="hidden2"),
+        keras.layers.Dense(10, name="logits"),
+    ], name="mnist_mlp")
+    weights = {init.name: numpy_helper.to_array(init)
+               for init in onnx.load(require_artifact("mnist_mlp_keras.onnx")).graph.initializer}
+    for layer in ("hidden1", "hidden2", "logits"):  # tf2onnx keeps TensorFlow's variable names
+        kernel = next(v for k, v in weights.items() if f"/{layer}_1/" in k and v.ndim == 2)
+        bias = next(v for k, v in weights.items() if f"/{layer}_1/" in k and v.ndim == 1)
+        model.get_layer(layer).set_weights([kernel, bias])
+    return model
+
+
+def _contract_text() -> str:
+    import onnx
+
+    from helpers.notebooks import require_artifact
+
+    reference = onnx.load(require_artifact("mnist_mlp_keras.onnx"))
+    return {p.key: p.value for p in reference.metadata_props}["contract"]
+
+
+def solve_1(workdir: Path):
+    """A fixed batch of 32 in the TensorSpec becomes dim_value 32 in the file."""
+    import onnx
+
+    tf, _, tf2onnx = _tf()
+    model = _trained_model()
+    signature = (tf.TensorSpec(shape=(32, 1, 28, 28), dtype=tf.float32, name="image"),)
+    serve = tf.function(lambda image: model(image, training=False), input_signature=signature)
+    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
+    path = Path(workdir) / "mlp_batch32.onnx"
+    onnx.save(onnx_model, path)
+    return path
+
+
+def solve_2(workdir: Path):
+    """Keras's export, then the same three fixes as section 2: output name, batch dims, metadata."""
+    import onnx
+
+    tf, _, _ = _tf()
+    model = _trained_model()
+    signature = (tf.TensorSpec(shape=(None, 1, 28, 28), dtype=tf.float32, name="image"),)
+    raw_path = Path(workdir) / "keras_export_raw.onnx"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, message=".*np.object.*")
+        model.export(raw_path, format="onnx", input_signature=signature, opset_version=OPSET, verbose=False)
+    exported = onnx.load(raw_path)
+    graph = exported.graph
+    old = graph.output[0].name
+    for node in graph.node:
+        node.input[:] = ["logits" if name == old else name for name in node.input]
+        node.output[:] = ["logits" if name == old else name for name in node.output]
+    for value in [*graph.output, *graph.value_info]:
+        if value.name == old:
+            value.name = "logits"
+    for value in (graph.input[0], graph.output[0]):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.helper.set_model_props(exported, {"contract": _contract_text(),
+                                           "source": "solutions/ex02.py (keras model.export)"})
+    onnx.checker.check_model(exported, full_check=True)
+    path = Path(workdir) / "mlp_keras_export.onnx"
+    onnx.save(exported, path)
+    return path
+
+
+def solve_3(workdir: Path):
+    """Any TensorFlow code in the traced function ends up in the graph, preprocessing included."""
+    import onnx
+
+    tf, _, tf2onnx = _tf()
+    model = _trained_model()
+    signature = (tf.TensorSpec(shape=(None, 28, 28), dtype=tf.uint8, name="digits"),)
+
+    @tf.function(input_signature=signature)
+    def serve(digits):
+        image = tf.expand_dims(tf.cast(digits, tf.float32) / 255.0, axis=1)  # uint8 [N, 28, 28] -> [N, 1, 28, 28]
+        return model(image, training=False)
+
+    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
+    path = Path(workdir) / "mlp_uint8.onnx"
+    onnx.save(onnx_model, path)
+    return path
