@@ -10,7 +10,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 KERNEL := onnx-pdf
 
-.PHONY: setup lab test run clean-artifacts
+.PHONY: setup browser lab test run clean-artifacts
 .DEFAULT_GOAL := lab
 
 $(BIN)/python:
@@ -29,11 +29,22 @@ setup: $(VENV)/.installed
 lab: setup
 	$(BIN)/jupyter lab notebooks/
 
-test: setup
-	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env -v -rs
+# The browser test needs Debian's chromium + chromedriver; installed where we may (root), else it is skipped
+# with the reason printed in the test summary.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null \
+		|| echo "could not install chromium: the JupyterLab browser test will be skipped"; \
+	else echo "no chromium/chromedriver and not root: the JupyterLab browser test will be skipped"; fi
 
+# Notebooks first: they write the artifacts the unit tests and the browser test then reuse.
+test: setup browser
+	$(BIN)/python -m pytest notebooks tests --nbval-lax --nbval-current-env -v -rs
+
+# Execute every notebook headlessly and write an HTML copy of the series with an index page.
 run: setup
-	$(BIN)/python -m helpers.notebooks
+	$(BIN)/python -m helpers.series html --out build/html
 
 clean-artifacts:
 	rm -rf artifacts

@@ -1,0 +1,262 @@
+"""JupyterLab in a real browser: open notebook 00, *Run All Cells* from the menu, and check what a learner sees.
+
+The server is this environment's JupyterLab on a free loopback port with a random token; its root folder is a
+temporary copy of notebook 00 (the repository's notebooks are never touched). Headless Chromium is driven by
+chromedriver (Debian: ``apt-get install -y chromium chromium-driver``); without a browser the test is skipped
+and says why. A screenshot is saved to ``artifacts/screenshots/jupyterlab.png`` for the test report.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.paths import NOTEBOOKS, artifacts_dir
+
+NOTEBOOK = "00_inspect_onnx_file.ipynb"
+# Printed by a late cell of notebook 00 (section 2, the external-data round trip): seeing it means the cells
+# before it ran, including the one that loads notebook 01's model.
+EXPECTED_OUTPUT = "same logits from the single file and from .onnx + .data"
+SERVER_START_TIMEOUT_S = 90
+RUN_ALL_TIMEOUT_S = 240  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--window-size=1400,1000"]
+# JupyterLab user settings for the test server: every cell in the DOM (no virtual scrolling), no news/update
+# requests (the server has no internet, and a toast would cover the screenshot).
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                        "checkForUpdates": False},
+}
+
+
+def find_browser() -> tuple[str, str] | None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (chromium, driver) if chromium and driver else None
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http(url: str, method: str = "GET", timeout: float = 5.0) -> tuple[int, bytes]:
+    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return response.status, response.read()
+
+
+def kernel_for_copy() -> tuple[str, str]:
+    """(name, display name): the series' kernel if this environment registered it (``make setup``), else
+    this Python's own."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    specs = KernelSpecManager()
+    name = "onnx-pdf" if "onnx-pdf" in specs.find_kernel_specs() else "python3"
+    return name, specs.get_kernel_spec(name).display_name
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A running JupyterLab serving a copy of notebook 00; stopped (with its kernels) afterwards."""
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
+    kernel, display_name = kernel_for_copy()
+    nb.metadata["kernelspec"].update(name=kernel, display_name=display_name)
+    nbformat.write(nb, root / NOTEBOOK)
+    settings = tmp_path / "lab-settings"
+    for name, values in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(json.dumps(values))
+    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
+           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
+           "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config")}
+    port, token = free_loopback_port(), secrets.token_hex(16)
+    log = (tmp_path / "jupyterlab.log").open("wb")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--IdentityProvider.token={token}",
+         f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={root}",
+         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
+        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while True:
+            assert server.poll() is None, f"JupyterLab exited with {server.returncode}:\n{server_log(tmp_path)}"
+            try:
+                if http(f"{base}/api/status?token={token}")[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
+            time.sleep(0.5)
+        yield {"base": base, "token": token, "root": root, "kernel": kernel, "display_name": display_name}
+    finally:
+        try:  # a clean shutdown also shuts the kernels down
+            http(f"{base}/api/shutdown?token={token}", method="POST")
+            server.wait(timeout=20)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)  # the server's own process group (started above)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(timeout=10)
+        log.close()
+
+
+def server_log(tmp_path: Path) -> str:
+    path = tmp_path / "jupyterlab.log"
+    return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+
+@pytest.fixture
+def browser(tmp_path):
+    found = find_browser()
+    if not found:
+        pytest.skip("no Chromium + chromedriver on PATH (Debian: apt-get install -y chromium chromium-driver)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = found[0]
+    for flag in CHROMIUM_FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
+        options.add_argument(flag)
+    service = Service(executable_path=found[1], log_output=str(tmp_path / "chromedriver.log"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, what: str, condition, timeout: float, poll: float = 0.5):
+    """Poll ``condition(driver)`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition(driver)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            screenshot(driver, "jupyterlab-timeout.png")
+            state = page_state(driver) or {}
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; the page shows: prompts "
+                                 f"{state.get('prompts')}, kernel {state.get('status')!r} ({state.get('kernel')!r}), outputs:\n"
+                                 f"{state.get('text', '')[-3000:]}")
+        time.sleep(poll)
+
+
+def screenshot(driver, name: str) -> Path:
+    path = artifacts_dir() / "screenshots" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(path))
+    return path
+
+
+def page_state(driver) -> dict:
+    """What the notebook panel shows: prompts, kernel status, outputs (read with one script call)."""
+    return driver.execute_script(r"""
+        const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+        if (!panel) return null;
+        const cells = [...panel.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+        const indicator = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+        const outputs = [...panel.querySelectorAll('.jp-OutputArea-output')];
+        return {
+          prompts: cells.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || ''),
+          status: indicator ? indicator.getAttribute('data-status') : null,
+          // the status bar's "<kernel> | Idle": the toolbar's indicator says idle before a kernel is attached
+          kernel: ([...document.querySelectorAll('.jp-StatusBar-Item')].map(e => e.textContent.trim())
+                     .find(t => / \| [A-Z][a-z]+$/.test(t)) || ''),
+          stderr: outputs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
+                         .map(o => o.textContent),
+          text: outputs.map(o => o.textContent).join('\n'),
+          images: panel.querySelectorAll('.jp-OutputArea-output img').length,
+        };
+    """)
+
+
+def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser, skip before starting a server
+    from selenium.webdriver.common.by import By
+
+    t0 = time.monotonic()
+    browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
+    display_name = lab["display_name"]
+    n_code = sum(c.cell_type == "code" for c in nbformat.read(lab["root"] / NOTEBOOK, as_version=4).cells)
+    wait_for(browser, f"the notebook to open with its {n_code} code cells and an idle kernel",
+             lambda d: (s := page_state(d)) and s["kernel"] == f"{display_name} | Idle" and s["status"] == "idle"
+             and len(s["prompts"]) == n_code, 90)
+    opened_s = time.monotonic() - t0
+
+    # Run -> Run All Cells, clicked like a person would
+    run_menu = next(e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
+                    if e.text.strip() == "Run")
+    run_menu.click()
+
+    def run_all_item(driver):
+        items = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu .lm-Menu-item")
+        return next((i for i in items if i.text.split("\n")[0].strip() == "Run All Cells"), None)
+
+    wait_for(browser, "'Run All Cells' in the Run menu", run_all_item, 10).click()
+    t_run = time.monotonic()
+
+    def finished(driver):
+        s = page_state(driver)
+        if s and any("Traceback" in e for e in s["stderr"]):
+            return s  # stop waiting: Run All stops at an error (asserted below)
+        ran = s and all(p.strip() not in ("", "[ ]:", "[*]:") for p in s["prompts"])
+        return s if ran and s["status"] == "idle" and s["kernel"].endswith("| Idle") else None
+
+    state = wait_for(browser, "Run All Cells to finish", finished, RUN_ALL_TIMEOUT_S)
+    run_s = time.monotonic() - t_run
+
+    errors = [e for e in state["stderr"] if "Traceback" in e]
+    assert not errors, "an error is shown in the notebook:\n" + "\n---\n".join(errors)
+    assert all(p.strip()[1:-2].isdigit() for p in state["prompts"]), f"a cell did not run: {state['prompts']}"
+    assert EXPECTED_OUTPUT in state["text"], "notebook 00's output is not on the page"
+    assert state["images"] >= 3, f"expected the bar chart and two graph pictures, found {state['images']} images"
+
+    # Save (Ctrl+S) and check the file JupyterLab wrote: every code cell executed, no error output
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    saved_before = (lab["root"] / NOTEBOOK).stat().st_mtime_ns
+    ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+    wait_for(browser, "the notebook to be saved",
+             lambda d: (lab["root"] / NOTEBOOK).stat().st_mtime_ns != saved_before, 20)
+    saved = nbformat.read(lab["root"] / NOTEBOOK, as_version=4)
+    code = [c for c in saved.cells if c.cell_type == "code"]
+    assert all(c.execution_count for c in code), "the saved notebook has unexecuted cells"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"], "the saved notebook has errors"
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+
+    # the screenshot for the report: the cell that printed the expected line
+    browser.execute_script("""
+        const out = [...document.querySelectorAll('.jp-OutputArea-output')]
+                      .find(o => o.textContent.includes(arguments[0]));
+        out.closest('.jp-Cell').scrollIntoView({block: 'center'});
+    """, EXPECTED_OUTPUT)
+    time.sleep(0.5)
+    path = screenshot(browser, "jupyterlab.png")
+    assert path.stat().st_size > 10_000
+    print(f"JupyterLab: notebook open in {opened_s:.1f} s, Run All Cells {run_s:.1f} s, "
+          f"{len(code)} code cells, kernel {lab['kernel']}; screenshot {path}")

@@ -1,0 +1,280 @@
+"""helpers.series: generated navigation cells, README index and the shareable HTML copy.
+
+Unit tests work on small series built in a temporary folder (and on a copy of the real notebooks); the last
+test checks the repository itself, so a notebook added, renamed or retitled without
+`python -m helpers.series sync` fails `make test` with the diff to apply.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from helpers import series
+from helpers.paths import REPO_ROOT
+
+README = """# A tiny series
+
+Intro text.
+
+## The notebooks
+
+| notebook | what it teaches | run time here |
+|---|---|---|
+| [old](notebooks/old.ipynb) | hand-written | 1 min |
+
+Text after the table.
+
+## Layout
+
+More.
+"""
+
+
+def make_notebook(path: Path, number: str, title: str, purpose: str, code: str = "x = 1\nassert x == 1",
+                  metadata: dict | None = None) -> Path:
+    """A stripped notebook with the series skeleton's title cell (as the notebook builders write them)."""
+    nb = new_notebook()
+    nb.metadata = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                   **(metadata or {})}
+    nb.cells = [new_markdown_cell(f"# {number} · {title}\n\n{purpose}\n\n**What you will learn**\n- things"),
+                new_markdown_cell("## Setup"), new_code_cell(code), new_markdown_cell("## Summary\n\nDone.")]
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"c{i:02d}"
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture
+def tiny_series(tmp_path) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "README.md").write_text(README)
+    make_notebook(tmp_path / "notebooks" / "00_open_things.ipynb", "00", "Open things",
+                  "Open a `thing` and look\ninside it.")
+    make_notebook(tmp_path / "notebooks" / "01_export_things.ipynb", "01", "Export things", "Export a thing.")
+    make_notebook(tmp_path / "notebooks" / "02_run_things.ipynb", "02", "Run things", "Run | the thing.")
+    return tmp_path
+
+
+def cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "helpers.series", "--root", str(root), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def nav_cells(path: Path) -> list:
+    nb = nbformat.read(path, as_version=4)
+    return [(i, c) for i, c in enumerate(nb.cells) if "nav" in c.metadata.get("tags", [])]
+
+
+def links(markdown: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", markdown)
+
+
+def test_sync_writes_nav_and_table_then_is_idempotent(tiny_series):
+    assert cli(tiny_series, "check").returncode == 1
+    changed = series.sync(tiny_series)
+    assert len(changed) == 4  # README + 3 notebooks
+    before = snapshot(tiny_series)
+    assert series.sync(tiny_series) == []
+    assert snapshot(tiny_series) == before, "a second sync changed files"
+    result = cli(tiny_series, "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "in sync" in result.stdout
+
+    readme = (tiny_series / "README.md").read_text()
+    table = readme.split(series.TABLE_START)[1].split(series.TABLE_END)[0]
+    assert "[00 · Open things](notebooks/00_open_things.ipynb) | Open a `thing` and look inside it. |" in table
+    assert "Run \\| the thing." in table  # a | in the purpose cannot break the table
+    assert "hand-written" not in readme, "the old hand-made table must be replaced, not kept"
+    assert readme.count("| notebook |") == 1
+    assert readme.startswith("# A tiny series") and "Text after the table." in readme and "## Layout" in readme
+
+
+def test_nav_cells_are_tagged_stripped_markdown_after_the_title_and_at_the_end(tiny_series):
+    series.sync(tiny_series)
+    for path in series.notebook_paths(tiny_series / "notebooks"):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        cells = nav_cells(path)
+        assert [i for i, _ in cells] == [1, len(nb.cells) - 1], path.name
+        assert all(c.cell_type == "markdown" and "outputs" not in c for _, c in cells)
+        assert nb.cells[0].source.startswith("# ")
+    middle = nav_cells(tiny_series / "notebooks" / "01_export_things.ipynb")[0][1].source
+    assert "‹ [00 · Open things](00_open_things.ipynb)" in middle
+    assert "[Contents](../README.md#the-notebooks)" in middle
+    assert "[02 · Run things](02_run_things.ipynb) ›" in middle
+    first = nav_cells(tiny_series / "notebooks" / "00_open_things.ipynb")[0][1].source
+    assert "‹" not in first  # no previous notebook
+
+
+def test_nav_links_point_to_existing_files(tiny_series):
+    series.sync(tiny_series)
+    for path in series.notebook_paths(tiny_series / "notebooks"):
+        for _, cell in nav_cells(path):
+            targets = links(cell.source)
+            assert len(targets) >= 2
+            for target in targets:
+                assert (path.parent / target.split("#")[0]).is_file(), f"{path.name} links to missing {target}"
+
+
+def test_renamed_notebook_makes_check_fail_with_a_clear_message(tiny_series):
+    series.sync(tiny_series)
+    nbs = tiny_series / "notebooks"
+    (nbs / "01_export_things.ipynb").rename(nbs / "01_save_things.ipynb")
+    result = cli(tiny_series, "check")
+    assert result.returncode == 1
+    out = result.stdout
+    assert "README.md: the notebook table differs" in out
+    assert "-| [01 · Export things](notebooks/01_export_things.ipynb)" in out
+    assert "+| [01 · Export things](notebooks/01_save_things.ipynb)" in out
+    assert "notebooks/00_open_things.ipynb: navigation cells differ" in out
+    assert "notebooks/02_run_things.ipynb: navigation cells differ" in out
+    assert "python -m helpers.series sync" in out
+    series.sync(tiny_series)
+    assert series.check(tiny_series) == ""
+
+
+def test_added_notebook_makes_check_fail_until_synced(tiny_series):
+    series.sync(tiny_series)
+    make_notebook(tiny_series / "notebooks" / "03_quantize_things.ipynb", "03", "Quantize things", "Make it small.")
+    report = series.check(tiny_series)
+    assert "+| [03 · Quantize things](notebooks/03_quantize_things.ipynb) | Make it small. |" in report
+    assert "notebooks/03_quantize_things.ipynb: navigation cells differ" in report
+    assert "notebooks/02_run_things.ipynb: navigation cells differ" in report  # it gains a "next" link
+    assert "notebooks/00_open_things.ipynb" not in report  # untouched neighbours stay quiet
+    series.sync(tiny_series)
+    assert series.check(tiny_series) == ""
+
+
+def test_hand_edited_or_moved_nav_cell_is_detected(tiny_series):
+    series.sync(tiny_series)
+    path = tiny_series / "notebooks" / "01_export_things.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(3, nb.cells.pop(1))  # moved below the Setup heading
+    nbformat.write(nb, path)
+    assert "01_export_things.ipynb: navigation cells are missing or out of place" in series.check(tiny_series)
+    series.sync(tiny_series)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].source = nb.cells[1].source.replace("Contents", "Index")
+    nbformat.write(nb, path)
+    assert "01_export_things.ipynb: navigation cells differ" in series.check(tiny_series)
+
+
+def test_teaches_and_run_time_come_from_the_notebook(tiny_series):
+    make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things", "Export a thing.",
+                  metadata={"series": {"teaches": "an override", "run_time_s": 125.0}})
+    series.sync(tiny_series)
+    entries = series.read_series(tiny_series / "notebooks")
+    assert [e.teaches for e in entries] == ["Open a `thing` and look inside it.", "an override", "Run | the thing."]
+    assert "| an override | 2.1 min |" in (tiny_series / "README.md").read_text()
+    assert series.format_run_time(None) == "not measured yet"
+    assert series.format_run_time(0.2) == "1 s" and series.format_run_time(42.4) == "42 s"
+
+
+def test_bad_titles_are_reported_clearly(tiny_series):
+    path = make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "07", "Export things", "x")
+    result = cli(tiny_series, "check")
+    assert result.returncode == 2
+    assert "01_export_things.ipynb: title says notebook 07, the file name says 01" in result.stderr
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[0].source = "Export things without a title line"
+    nbformat.write(nb, path)
+    with pytest.raises(series.SeriesError, match="must start with a title line '# NN · Title'"):
+        series.read_series(tiny_series / "notebooks")
+
+
+def test_readme_with_one_marker_only_is_an_error(tiny_series):
+    readme = tiny_series / "README.md"
+    readme.write_text(README.replace("| notebook |", series.TABLE_START + " -->\n| notebook |"))
+    with pytest.raises(series.SeriesError, match="only one of the markers"):
+        series.sync(tiny_series)
+
+
+def test_html_index_without_executing(tiny_series):
+    make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things",
+                  "Export a thing, as [notebook 00](00_open_things.ipynb) shows.",
+                  metadata={"series": {"run_time_s": 12.3}})
+    out = tiny_series / "build" / "html"
+    out.mkdir(parents=True)
+    (out / "stale.html").write_text("from an older build")
+    notebooks_before = snapshot(tiny_series / "notebooks")
+    result = cli(tiny_series, "html", "--no-execute")
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["00_open_things.html", "01_export_things.html",
+                                                      "02_run_things.html", "index.html"]
+    assert sorted(p.name for p in (tiny_series / "build").iterdir()) == ["html"], "temporary folders left behind"
+    index = (out / "index.html").read_text()
+    assert "<title>A tiny series</title>" in index
+    assert '<a href="01_export_things.html">01 · Export things</a>' in index
+    assert "Open a <code>thing</code> and look inside it." in index
+    assert "12 s" in index and "not measured yet" in index
+    page = (out / "01_export_things.html").read_text()
+    assert 'href="00_open_things.html"' in page and 'href="02_run_things.html"' in page
+    assert 'href="index.html"' in page and ".ipynb" not in re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert snapshot(tiny_series / "notebooks") == notebooks_before, "html must not touch the notebooks"
+
+
+def test_time_and_html_execute_in_fresh_kernels(tiny_series):
+    """The real thing on tiny notebooks: `time` records wall times, `html` embeds outputs."""
+    make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things", "Export a thing.",
+                  code="import time\ntime.sleep(0.5)\nprint('exported', 6 * 7)")
+    result = cli(tiny_series, "time", "01_export_things.ipynb")
+    assert result.returncode == 0, result.stdout + result.stderr
+    entries = {e.number: e for e in series.read_series(tiny_series / "notebooks")}
+    assert entries["01"].run_time_s >= 0.5 and entries["00"].run_time_s is None
+    nb = nbformat.read(entries["01"].path, as_version=4)
+    assert all(c.get("outputs", []) == [] for c in nb.cells), "time must leave the notebook stripped"
+    assert series.check(tiny_series) == ""
+
+    result = cli(tiny_series, "html", "--out", "build/site", "--record-times")  # one run serves both
+    assert result.returncode == 0, result.stderr
+    page = (tiny_series / "build" / "site" / "01_export_things.html").read_text()
+    assert "exported 42" in page
+    assert all(e.run_time_s is not None for e in series.read_series(tiny_series / "notebooks"))
+    assert "not measured" not in (tiny_series / "README.md").read_text()
+    assert series.check(tiny_series) == ""
+
+
+def test_failing_notebook_keeps_the_previous_html_build(tiny_series):
+    make_notebook(tiny_series / "notebooks" / "02_run_things.ipynb", "02", "Run things", "Run it.",
+                  code="raise ValueError('broken on purpose')")
+    out = tiny_series / "build" / "html"
+    out.mkdir(parents=True)
+    (out / "index.html").write_text("previous build")
+    result = cli(tiny_series, "html")
+    assert result.returncode != 0
+    assert "broken on purpose" in result.stdout + result.stderr
+    assert (out / "index.html").read_text() == "previous build"
+    assert sorted(p.name for p in (tiny_series / "build").iterdir()) == ["html"]
+
+
+def test_real_notebooks_copy_syncs_idempotently_with_valid_links(tmp_path):
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(REPO_ROOT / "README.md", tmp_path / "README.md")
+    for path in series.notebook_paths(REPO_ROOT / "notebooks"):
+        shutil.copy(path, tmp_path / "notebooks" / path.name)
+    series.sync(tmp_path)
+    assert series.check(tmp_path) == ""
+    for path in series.notebook_paths(tmp_path / "notebooks"):
+        assert len(nav_cells(path)) == 2
+        for _, cell in nav_cells(path):
+            for target in links(cell.source):
+                assert (path.parent / target.split("#")[0]).is_file(), f"{path.name} links to missing {target}"
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.count(series.TABLE_START) == 1 and readme.count("| notebook |") == 1
+
+
+def test_repository_navigation_and_readme_table_are_in_sync():
+    report = series.check(REPO_ROOT)
+    if report:
+        pytest.fail(report, pytrace=False)
