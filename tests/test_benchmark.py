@@ -1,0 +1,199 @@
+"""helpers.benchmark: the results schema, atomic writing, the ratio table and targets, the timing loop."""
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from helpers import benchmark
+from helpers.benchmark import BenchmarkFormatError
+
+
+def variant(name, model, runtime, precision, size, accuracy, b1, b256):
+    return {"name": name, "model": model, "runtime": runtime, "precision": precision, "size_bytes": size,
+            "accuracy": accuracy, "latency_us": {"1": {"p50": b1, "p90": b1 * 1.5, "n": 100},
+                                                 "256": {"p50": b256, "p90": b256 * 1.2, "n": 20}}}
+
+
+@pytest.fixture
+def results():
+    return {
+        "schema": benchmark.SCHEMA,
+        "machine": {"cpu": {"model": "Test CPU", "logical_cores": 2, "flags": ["avx2"]}, "threads": 2,
+                    "packages": {"onnxruntime": "1.32.0"}},
+        "batch_sizes": [1, 256],
+        "variants": [
+            variant("mlp/pytorch/fp32", "mlp", "pytorch", "fp32", 1000, 0.98, 100.0, 2000.0),
+            variant("mlp/onnxruntime/fp32", "mlp", "onnxruntime", "fp32", 1000, 0.98, 40.0, 1000.0),
+            variant("mlp/onnxruntime/int8-dynamic", "mlp", "onnxruntime", "int8-dynamic", 250, 0.979, 20.0, 500.0),
+            variant("cnn/onnxruntime/fp32", "cnn", "onnxruntime", "fp32", 400, 0.99, 50.0, 4000.0),
+        ],
+        "targets": [{"description": "ort under 0.4x torch", "variant": "mlp/onnxruntime/fp32",
+                     "reference": "mlp/pytorch/fp32", "batch_size": 1, "max_ratio": 0.4},
+                    {"description": "int8 below fp32", "variant": "mlp/onnxruntime/int8-dynamic",
+                     "reference": "mlp/onnxruntime/fp32", "batch_size": 256, "max_ratio": 0.4}],
+    }
+
+
+def test_valid_results_pass_and_are_returned(results):
+    assert benchmark.validate_results(results) is results
+
+
+def test_ratio_rows_against_ort_fp32_and_framework(results):
+    rows = {r["name"]: r for r in benchmark.ratio_rows(results)}
+    q = rows["mlp/onnxruntime/int8-dynamic"]
+    assert q["size_vs_ort_fp32"] == pytest.approx(0.25)
+    assert q["accuracy_drop_pp"] == pytest.approx(0.1)
+    assert q["vs_ort_fp32_b1"] == pytest.approx(0.5) and q["vs_ort_fp32_b256"] == pytest.approx(0.5)
+    assert q["vs_framework_b1"] == pytest.approx(0.2) and q["vs_framework_b256"] == pytest.approx(0.25)
+    assert rows["mlp/pytorch/fp32"]["vs_ort_fp32_b1"] == pytest.approx(2.5)
+    assert rows["cnn/onnxruntime/fp32"]["vs_framework_b1"] is None  # no framework variant for that model
+
+
+def test_ratio_table_text(results):
+    table = benchmark.ratio_table(results)
+    lines = table.splitlines()
+    assert "size ×" in lines[0] and "b256 p50 µs" in lines[0] and set(lines[1]) == {"-"}
+    int8 = next(line for line in lines if "int8-dynamic" in line)
+    assert "0.25" in int8 and "+0.10" in int8 and "0.20" in int8
+    cnn = next(line for line in lines if line.startswith("cnn"))
+    assert "—" in cnn  # missing reference shown as a dash, not a crash
+    assert len({len(line) for line in lines[2:2 + len(results["variants"])]}) == 1  # aligned columns
+
+
+def test_targets_evaluated(results):
+    status = benchmark.evaluate_targets(results)
+    assert [t["ratio"] for t in status] == [pytest.approx(0.4), pytest.approx(0.5)]
+    assert [t["met"] for t in status] == [True, False]  # at most max_ratio is met
+    results["variants"][1]["latency_us"]["1"]["p50"] = 41.0
+    assert benchmark.evaluate_targets(results)[0]["met"] is False
+    text = benchmark.targets_text(results).splitlines()
+    assert text[0].startswith("[NOT MET] ort under 0.4x torch: 0.41x") and "NOT MET" in text[1]
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda r: r.update(schema="other/v0"), r"schema: expected 'onnx-pdf/benchmarks/v1'"),
+    (lambda r: r.pop("variants"), r"missing key 'variants'"),
+    (lambda r: r.update(batch_sizes=[1, "256"]), r"batch_sizes: expected a non-empty list of positive integers"),
+    (lambda r: r["variants"][2].pop("accuracy"), r"variants\[2\] \(mlp/onnxruntime/int8-dynamic\): missing key 'accuracy'"),
+    (lambda r: r["variants"][0].update(accuracy=98.0), r"variants\[0\].*\.accuracy: expected a fraction in \[0, 1\], got 98.0"),
+    (lambda r: r["variants"][0].update(size_bytes="1 KB"), r"\.size_bytes: expected int, got '1 KB'"),
+    (lambda r: r["variants"][1].update(runtime="tflite"), r"\.runtime: expected one of"),
+    (lambda r: r["variants"][1]["latency_us"].pop("256"), r"missing batch size '256'"),
+    (lambda r: r["variants"][1]["latency_us"]["1"].update(p50=-3.0),
+     r"latency_us\['1'\]\.p50: expected a positive number of µs, got -3.0"),
+    (lambda r: r["variants"][1]["latency_us"]["1"].update(p90=float("nan")), r"latency_us\['1'\]\.p90"),
+    (lambda r: r["variants"].append(copy.deepcopy(r["variants"][0])), r"duplicate variant name 'mlp/pytorch/fp32'"),
+    (lambda r: r["targets"][0].update(reference="nope"), r"targets\[0\]\.reference: no variant named 'nope'"),
+    (lambda r: r["targets"][1].update(batch_size=64), r"targets\[1\]\.batch_size: 64 is not one of batch_sizes"),
+    (lambda r: r["machine"].pop("cpu"), r"machine: expected helpers\.timing\.machine_report"),
+])
+def test_malformed_results_name_the_problem(results, mutate, message):
+    mutate(results)
+    with pytest.raises(BenchmarkFormatError, match=message):
+        benchmark.validate_results(results)
+
+
+def test_not_a_dict_is_refused():
+    with pytest.raises(BenchmarkFormatError, match="expected a JSON object \\(dict\\), got list"):
+        benchmark.validate_results([])
+
+
+def test_write_then_load_round_trip(results, tmp_path):
+    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    assert json.loads(path.read_text()) == results
+    assert benchmark.load_results(path) == results
+    assert [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]  # no temporary file left
+
+
+def test_invalid_results_are_never_written_and_old_file_survives(results, tmp_path):
+    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    before = path.read_bytes()
+    broken = copy.deepcopy(results)
+    broken["variants"][0]["latency_us"] = {}
+    with pytest.raises(BenchmarkFormatError):
+        benchmark.write_results(broken, path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]
+
+
+def test_interrupted_write_leaves_old_file(results, tmp_path, monkeypatch):
+    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    before = path.read_bytes()
+
+    def explode(*args, **kwargs):
+        raise KeyboardInterrupt("interrupted mid-write")
+
+    monkeypatch.setattr(benchmark.json, "dumps", explode)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark.write_results(results, path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]
+
+
+def test_load_errors_name_the_file(tmp_path, results):
+    with pytest.raises(FileNotFoundError, match="run notebook 04_quantize_and_benchmark.ipynb"):
+        benchmark.load_results(tmp_path / "missing.json")
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(json.dumps(results)[:200])
+    with pytest.raises(BenchmarkFormatError, match="truncated.json is not valid JSON"):
+        benchmark.load_results(truncated)
+    wrong = tmp_path / "wrong.json"
+    results["variants"][0].pop("name")
+    wrong.write_text(json.dumps(results))
+    with pytest.raises(BenchmarkFormatError, match=r"wrong\.json: variants\[0\] \(\?\): missing key 'name'"):
+        benchmark.load_results(wrong)
+
+
+def test_time_by_batch_reports_each_batch(monkeypatch):
+    monkeypatch.setenv("ONNX_PDF_BENCH_SCALE", "0.01")
+    calls = []
+    out = benchmark.time_by_batch(lambda x: calls.append(len(x)), {1: np.zeros(1), 4: np.zeros(4)},
+                                  min_time_s=0.1, warmup=2)
+    assert sorted(out) == ["1", "4"]
+    for stats in out.values():
+        assert stats["n"] >= 10 and 0 < stats["p50"] <= stats["p90"]
+    assert calls.count(1) == out["1"]["n"] + 2 and calls.count(4) == out["4"]["n"] + 2
+
+
+def test_onnxruntime_predict_uses_the_graph_names(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["image"], ["logits"])], "g",
+                              [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    out = benchmark.onnxruntime_predict(session)(np.array([[-1.0, 0.0, 2.0]], np.float32))
+    np.testing.assert_array_equal(out, [[0.0, 0.0, 2.0]])
+
+
+def test_plot_latency_one_panel_per_model(results):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = benchmark.plot_latency(results, 256)
+    try:
+        assert len(fig.axes) == 2
+        assert len(fig.axes[0].patches) == 3 and len(fig.axes[1].patches) == 1
+    finally:
+        plt.close(fig)
+
+
+def test_command_table_only_prints_table_and_targets(results, tmp_path):
+    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    out = subprocess.run([sys.executable, "-m", "helpers.benchmark", "--table-only", "--results", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "Test CPU" in out and "int8-dynamic" in out and "NOT MET" in out
+
+
+def test_command_rejects_bad_scale():
+    result = subprocess.run([sys.executable, "-m", "helpers.benchmark", "--scale", "0", "--table-only"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and "--scale must be positive" in result.stderr
