@@ -8,6 +8,7 @@ import os
 import platform
 import time
 from importlib import metadata
+from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
@@ -57,15 +58,13 @@ class Stopwatch:
 def cpu_description() -> dict:
     """CPU model, logical cores and the instruction-set flags that matter for inference speed."""
     model, flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name") and model in ("unknown", "", "x86_64"):
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():  # Linux; elsewhere the flags stay unknown (an empty list in the report)
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name") and model in ("unknown", "", "x86_64"):
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
     interesting = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
                    "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"]
     return {"model": model, "logical_cores": os.cpu_count(), "machine": platform.machine(),

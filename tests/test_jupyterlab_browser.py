@@ -101,10 +101,11 @@ def lab(tmp_path):
         while True:
             assert server.poll() is None, f"JupyterLab exited with {server.returncode}:\n{server_log(tmp_path)}"
             try:
-                if http(f"{base}/api/status?token={token}")[0] == 200:
-                    break
-            except OSError:
-                pass
+                ready = http(f"{base}/api/status?token={token}")[0] == 200
+            except OSError:  # not listening yet: poll again until the deadline
+                ready = False
+            if ready:
+                break
             assert time.monotonic() < deadline, f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
             time.sleep(0.5)
         yield {"base": base, "token": token, "root": root, "kernel": kernel, "display_name": display_name}
@@ -112,8 +113,8 @@ def lab(tmp_path):
         try:  # a clean shutdown also shuts the kernels down
             http(f"{base}/api/shutdown?token={token}", method="POST")
             server.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
+        except (OSError, subprocess.TimeoutExpired) as err:
+            print(f"clean JupyterLab shutdown failed ({err!r}); terminating its process group")
         if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)  # the server's own process group (started above)
             try:
