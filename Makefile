@@ -26,8 +26,9 @@ $(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 setup: $(VENV)/.installed
 	$(BIN)/python -m helpers.assets fetch
 
+# (--allow-root only when run as root, e.g. in a container, where Jupyter refuses to start without it)
 lab: setup
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # The browser test needs Debian's chromium + chromedriver; installed where we may (root), else it is skipped
 # with the reason printed in the test summary.
