@@ -51,8 +51,8 @@ def solve_3(workdir: Path):
     from helpers.mnist import load_mnist
 
     data = load_mnist()
-    x = torch.from_numpy(data.x_train).unsqueeze(1).float() / 255
-    y = torch.from_numpy(data.y_train).long()
+    x = torch.tensor(data.x_train).unsqueeze(1).float() / 255  # a copy: the cached arrays are read-only
+    y = torch.tensor(data.y_train).long()
     model = _mlp().train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
