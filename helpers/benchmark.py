@@ -94,12 +94,31 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _validate_machine(machine: Any) -> None:
+    # What a reader needs to interpret the timings: CPU model, instruction-set flags, threads, package versions.
+    hint = "expected helpers.timing.machine_report(...) output"
+    if not isinstance(machine, dict) or not isinstance(machine.get("cpu"), dict):
+        _fail("machine", f"{hint} with a 'cpu' entry")
+    cpu = machine["cpu"]
+    if not (isinstance(cpu.get("model"), str) and cpu["model"]):
+        _fail("machine.cpu.model", f"expected the CPU model name, got {cpu.get('model')!r}")
+    if not (isinstance(cpu.get("flags"), list) and all(isinstance(f, str) for f in cpu["flags"])):
+        _fail("machine.cpu.flags", f"expected a list of instruction-set flags, got {cpu.get('flags')!r:.80}")
+    threads = machine.get("threads")
+    if not (isinstance(threads, int) and not isinstance(threads, bool) and threads > 0):
+        _fail("machine.threads", f"expected the thread count given to every runtime, got {threads!r}")
+    packages = machine.get("packages")
+    if not (isinstance(packages, dict) and isinstance(packages.get("onnxruntime"), str)):
+        _fail("machine.packages", f"{hint}: package versions including onnxruntime, got {packages!r:.80}")
+
+
 def validate_results(results: Any) -> dict:
     """Check the structure of a benchmarks dictionary; raise :class:`BenchmarkFormatError` saying where.
 
-    Expected: ``{"schema": SCHEMA, "machine": {...}, "batch_sizes": [1, N], "variants": [...]}``, each variant
+    Expected: ``{"schema": SCHEMA, "machine": {...}, "batch_sizes": [1, N], "variants": [...]}``; ``machine``
+    with ``cpu.model``, ``cpu.flags``, ``threads`` and ``packages`` (onnxruntime at least); each variant
     with ``name, model, runtime, precision, size_bytes, accuracy, latency_us`` and ``latency_us`` holding
-    ``p50``/``p90`` (microseconds, positive) for every batch size. Optional: ``studies``, ``targets``.
+    ``p50`` <= ``p90`` (microseconds, positive) for every batch size. Optional: ``studies``, ``targets``.
     """
     if not isinstance(results, dict):
         _fail("benchmarks", f"expected a JSON object (dict), got {type(results).__name__}")
@@ -108,8 +127,7 @@ def validate_results(results: Any) -> dict:
     for key in ("machine", "batch_sizes", "variants"):
         if key not in results:
             _fail("benchmarks", f"missing key {key!r} (present: {sorted(results)})")
-    if not isinstance(results["machine"], dict) or "cpu" not in results["machine"]:
-        _fail("machine", "expected helpers.timing.machine_report(...) output with a 'cpu' entry")
+    _validate_machine(results["machine"])
     batches = results["batch_sizes"]
     if not (isinstance(batches, list) and batches and all(isinstance(b, int) and b > 0 for b in batches)):
         _fail("batch_sizes", f"expected a non-empty list of positive integers, got {batches!r}")
@@ -145,6 +163,8 @@ def validate_results(results: Any) -> dict:
             for q in ("p50", "p90"):
                 if not (_is_number(stats.get(q)) and stats[q] > 0):
                     _fail(f"{where}.latency_us['{b}'].{q}", f"expected a positive number of µs, got {stats.get(q)!r}")
+            if stats["p90"] < stats["p50"]:
+                _fail(f"{where}.latency_us['{b}']", f"p90 ({stats['p90']!r}) is below p50 ({stats['p50']!r})")
     for i, t in enumerate(results.get("targets", [])):
         for key in ("description", "variant", "reference", "batch_size", "max_ratio"):
             if key not in t:

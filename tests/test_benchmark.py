@@ -91,6 +91,11 @@ def test_targets_evaluated(results):
     (lambda r: r["targets"][0].update(reference="nope"), r"targets\[0\]\.reference: no variant named 'nope'"),
     (lambda r: r["targets"][1].update(batch_size=64), r"targets\[1\]\.batch_size: 64 is not one of batch_sizes"),
     (lambda r: r["machine"].pop("cpu"), r"machine: expected helpers\.timing\.machine_report"),
+    (lambda r: r["machine"]["cpu"].pop("model"), r"machine\.cpu\.model: expected the CPU model name, got None"),
+    (lambda r: r["machine"]["cpu"].update(flags="avx2"), r"machine\.cpu\.flags: expected a list"),
+    (lambda r: r["machine"].pop("threads"), r"machine\.threads: expected the thread count"),
+    (lambda r: r["machine"]["packages"].pop("onnxruntime"), r"machine\.packages: .*including onnxruntime"),
+    (lambda r: r["variants"][1]["latency_us"]["256"].update(p90=999.0), r"latency_us\['256'\]: p90 \(999\.0\) is below p50"),
 ])
 def test_malformed_results_name_the_problem(results, mutate, message):
     mutate(results)
