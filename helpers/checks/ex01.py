@@ -7,19 +7,36 @@ from helpers.checks._common import as_model_path, dims, load_model, test_images
 from helpers.exercises import Wrong, exercise
 
 
-@exercise("01.1", "Export without dynamic_shapes; pass the path. The batch size is then fixed.")
-def check_static_export(answer):
+def _session(path):
     import onnxruntime as ort
 
+    try:
+        return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types for unloadable models
+        raise Wrong(f"expected a file ONNX Runtime can load; {path.name} fails: {type(err).__name__}: {err}") from err
+
+
+def _run(session, images):
+    """Logits for ``images``, or a Wrong that says what the file expects."""
+    name = session.get_inputs()[0].name
+    try:
+        return session.run(None, {name: images})[0]
+    except Exception as err:  # InvalidArgument, Fail, ... from onnxruntime
+        raise Wrong(f"expected the file to take float32 images {list(images.shape)} on input {name!r}; "
+                    f"ONNX Runtime says: {str(err).splitlines()[0][:200]}") from err
+
+
+@exercise("01.1", "Export without dynamic_shapes; pass the path. The batch size is then fixed.")
+def check_static_export(answer):
     path = as_model_path(answer)
     model = load_model(path)
     shape = dims(model.graph.input[0])
     if shape != [1, 1, 28, 28]:
         raise Wrong(f"expected the input shape fixed to the dummy's [1, 1, 28, 28], found {shape}; "
                     "did you leave dynamic_shapes out?")
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    session = _session(path)
     images, _ = test_images(7)
-    session.run(None, {session.get_inputs()[0].name: images[:1]})
+    _run(session, images[:1])
     try:
         session.run(None, {session.get_inputs()[0].name: images})
     except Exception as err:  # onnxruntime raises its InvalidArgument type here
@@ -32,7 +49,6 @@ def check_static_export(answer):
 @exercise("01.2", "Export with external_data=True; pass the path of the .onnx file.")
 def check_external_data(answer):
     import onnx
-    import onnxruntime as ort
 
     path = as_model_path(answer)
     side = [p for p in path.parent.iterdir() if p.name.startswith(path.name) and p != path]
@@ -44,10 +60,12 @@ def check_external_data(answer):
     missing = [loc for loc in locations if not (path.parent / loc).is_file()]
     if missing:
         raise Wrong(f"the weights file(s) {missing} are not next to {path.name}")
-    onnx.checker.check_model(path)  # takes the path, so it can follow the external reference
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    try:
+        onnx.checker.check_model(path)  # takes the path, so it can follow the external reference
+    except Exception as err:  # ValidationError, or an error reading the side file
+        raise Wrong(f"expected onnx.checker to accept {path.name}; it says: {err}") from err
     images, _ = test_images(3)
-    (logits,) = session.run(None, {session.get_inputs()[0].name: images})
+    logits = _run(_session(path), images)
     if logits.shape != (3, 10):
         raise Wrong(f"expected logits [3, 10], got {list(logits.shape)}")
     sizes = {p.name: p.stat().st_size for p in [path] + side}
@@ -60,8 +78,6 @@ def check_external_data(answer):
 @exercise("01.3", "Train a fresh MLP for one epoch, export it, and pass (path, accuracy) with the "
                   "accuracy you measured with ONNX Runtime on all 10,000 test images.")
 def check_one_epoch(answer):
-    import onnxruntime as ort
-
     if not (isinstance(answer, tuple) and len(answer) == 2):
         raise Wrong("expected a pair (path, accuracy)")
     path, claimed = answer
@@ -69,8 +85,9 @@ def check_one_epoch(answer):
     if not isinstance(claimed, (float, np.floating)) or not 0.0 <= claimed <= 1.0:
         raise Wrong(f"accuracy should be a fraction between 0 and 1, got {claimed!r}")
     images, labels = test_images(10_000)
-    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    logits = session.run(["logits"], {"image": images})[0]
+    logits = _run(_session(path), images)
+    if logits.shape != (10_000, 10):
+        raise Wrong(f"expected logits [10000, 10], got {list(logits.shape)}")
     measured = float((logits.argmax(1) == labels).mean())
     if abs(measured - claimed) > 1e-4:
         raise Wrong(f"ONNX Runtime measures {measured:.4f} on the test set, you said {claimed:.4f}")
