@@ -58,16 +58,22 @@ class Stopwatch:
 def cpu_description() -> dict:
     """CPU model, logical cores and the instruction-set flags that matter for inference speed."""
     model, flags = platform.processor() or "unknown", set()
+    ids = {}  # vendor, family, model number, stepping: "AMD EPYC" alone does not say which generation
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():  # Linux; elsewhere the flags stay unknown (an empty list in the report)
         for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name") and model in ("unknown", "", "x86_64"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name" and model in ("unknown", "", "x86_64"):
+                model = value
+            elif key == "flags":
+                flags = set(value.split())
+            elif key in ("vendor_id", "cpu family", "model", "stepping") and key not in ids:
+                ids[key] = value
     interesting = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
                    "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"]
-    return {"model": model, "logical_cores": os.cpu_count(), "machine": platform.machine(),
+    return {"model": model, "vendor": ids.get("vendor_id"), "family": ids.get("cpu family"),
+            "model_number": ids.get("model"), "stepping": ids.get("stepping"),
+            "logical_cores": os.cpu_count(), "machine": platform.machine(),
             "flags": [f for f in interesting if f in flags]}
 
 
