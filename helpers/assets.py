@@ -118,6 +118,31 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
+@contextlib.contextmanager
+def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``dest``; put it in ``dest``'s place only if the block succeeds.
+
+    The folder counterpart of :func:`atomic_path`: an existing ``dest`` is replaced whole, and on any
+    exception the temporary folder is deleted, so ``dest`` is never half-built.
+    """
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent))
+    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a shared cache or copy must stay readable
+    try:
+        yield tmp
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            os.replace(dest, old)
+            os.replace(tmp, dest)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _umask() -> int:
     """The process's umask. Linux reports it in /proc; elsewhere os.umask must set it to read it."""
     status = Path("/proc/self/status")

@@ -36,6 +36,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterator
 
+from helpers.assets import atomic_dir
 from helpers.paths import cache_dir
 
 ROUTES = ("offline-wheel", "hub-onnx", "hub-weights")
@@ -138,19 +139,9 @@ def is_complete(folder: str | os.PathLike, required: tuple[str, ...] = ()) -> bo
 def building(dest: str | os.PathLike, recipe: dict | None = None) -> Iterator[Path]:
     """Yield an empty temporary folder beside ``dest``; on success mark it complete and rename it to
     ``dest`` (replacing an incomplete ``dest``). On failure the temporary folder is deleted."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
-    os.chmod(tmp, 0o755)  # mkdtemp makes it private; a shared class cache must stay readable
-    try:
+    with atomic_dir(dest) as tmp:
         yield tmp
         write_marker(tmp, recipe)
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def cached_folder(dest: str | os.PathLike, build: Callable[[Path], None], *, required: tuple[str, ...] = (),

@@ -20,22 +20,31 @@ PRODUCERS: dict[str, str] = {
 }
 
 
-def run_notebook(name: str, timeout: int = 3600) -> None:
-    """Execute ``notebooks/<name>`` top to bottom in a new kernel; raise if any cell fails."""
+def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 3600):
+    """Run a notebook top to bottom in a fresh kernel (cwd = its folder); raise if any cell fails.
+
+    Returns ``(executed notebook, wall seconds)``. ``"python3"`` is the kernel of the environment running
+    this code (ipykernel's own spec).
+    """
     import nbclient
     import nbformat
 
-    path = NOTEBOOKS / name
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no notebook {path}")
     nb = nbformat.read(path, as_version=4)
-    # "python3" is the kernel of the environment running this code (ipykernel's own spec).
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                                     resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
-    print(f"running {name} to rebuild what it writes ...", flush=True)
     client.execute()
-    print(f"... {name} finished in {time.perf_counter() - t0:.0f} s", flush=True)
+    return nb, time.perf_counter() - t0
+
+
+def run_notebook(name: str, timeout: int = 3600) -> None:
+    """Execute ``notebooks/<name>`` headlessly (to rebuild what it writes), reporting its run time."""
+    print(f"running {name} to rebuild what it writes ...", flush=True)
+    _, seconds = execute_notebook(NOTEBOOKS / name, timeout=timeout)
+    print(f"... {name} finished in {seconds:.0f} s", flush=True)
 
 
 def require_artifact(filename: str) -> Path:
@@ -53,17 +62,9 @@ def require_artifact(filename: str) -> Path:
     return path
 
 
-def series() -> list[Path]:
+SERIES_GLOB = "[0-9][0-9]_*.ipynb"
+
+
+def series(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     """The notebooks of the series, in order (``NN_verb_object.ipynb``)."""
-    return sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-
-
-def main() -> int:
-    """``make run``: execute every notebook of the series in order, headlessly."""
-    for path in series():
-        run_notebook(path.name)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return sorted(Path(notebooks_dir).glob(SERIES_GLOB))

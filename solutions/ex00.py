@@ -48,7 +48,7 @@ def interpret(model, image):
         elif node.op_type == "Relu":
             out = np.maximum(x[0], 0)
         else:
-            raise NotImplementedError(node.op_type)
+            raise NotImplementedError(f"this interpreter does not implement {node.op_type}")
         values[node.output[0]] = out.astype(np.float32)
     return values[model.graph.output[0].name]
 

@@ -47,6 +47,16 @@ def _trained_model():
     return model
 
 
+def _from_function(serve, signature, path: Path) -> Path:
+    """tf2onnx's conversion of a traced function, saved to ``path``: the call notebook 02 teaches."""
+    import onnx
+
+    _, _, tf2onnx = _tf()
+    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
+    onnx.save(onnx_model, path)
+    return path
+
+
 def _contract_text() -> str:
     import onnx
 
@@ -58,16 +68,11 @@ def _contract_text() -> str:
 
 def solve_1(workdir: Path):
     """A fixed batch of 32 in the TensorSpec becomes dim_value 32 in the file."""
-    import onnx
-
-    tf, _, tf2onnx = _tf()
+    tf, _, _ = _tf()
     model = _trained_model()
     signature = (tf.TensorSpec(shape=(32, 1, 28, 28), dtype=tf.float32, name="image"),)
     serve = tf.function(lambda image: model(image, training=False), input_signature=signature)
-    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
-    path = Path(workdir) / "mlp_batch32.onnx"
-    onnx.save(onnx_model, path)
-    return path
+    return _from_function(serve, signature, Path(workdir) / "mlp_batch32.onnx")
 
 
 def solve_2(workdir: Path):
@@ -102,9 +107,7 @@ def solve_2(workdir: Path):
 
 def solve_3(workdir: Path):
     """Any TensorFlow code in the traced function ends up in the graph, preprocessing included."""
-    import onnx
-
-    tf, _, tf2onnx = _tf()
+    tf, _, _ = _tf()
     model = _trained_model()
     signature = (tf.TensorSpec(shape=(None, 28, 28), dtype=tf.uint8, name="digits"),)
 
@@ -113,7 +116,4 @@ def solve_3(workdir: Path):
         image = tf.expand_dims(tf.cast(digits, tf.float32) / 255.0, axis=1)  # uint8 [N, 28, 28] -> [N, 1, 28, 28]
         return model(image, training=False)
 
-    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
-    path = Path(workdir) / "mlp_uint8.onnx"
-    onnx.save(onnx_model, path)
-    return path
+    return _from_function(serve, signature, Path(workdir) / "mlp_uint8.onnx")

@@ -165,10 +165,9 @@ def test_run_logged_failure_reports_exit_code_and_output():
 
 
 def test_cached_model_is_reused_without_running_the_builder(monkeypatch):
-    """Cheap only when notebook 05 (or a previous run) has built the model into the real cache."""
-    folder = llm.cache_dir("llm", "genai") / "smollm2-135m-instruct-int4-kquant-cpu-wheel"
-    if not llm.is_complete(folder):
-        pytest.skip("no cached int4 model yet (run notebook 05 once)")
+    """Builds the model into the real cache first if needed (notebook 05 normally has), then forbids rebuilding."""
+    folder = llm.genai_model("offline-wheel", "int4")
+    assert folder == llm.cache_dir("llm", "genai") / "smollm2-135m-instruct-int4-kquant-cpu-wheel"
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a cached model must not be rebuilt")

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import os
 import pickle
 import zipfile
@@ -39,7 +38,7 @@ def test_official_class_counts_and_first_labels(data):
 
 
 def test_torchvision_reads_the_laid_out_files(data):
-    datasets = pytest.importorskip("torchvision.datasets")
+    from torchvision import datasets
     train = datasets.MNIST(mnist.torchvision_root(), train=True, download=False)
     assert len(train) == 60000
     np.testing.assert_array_equal(train.data.numpy(), data.x_train)

@@ -387,12 +387,10 @@ def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
 
 
 def test_runs_the_series_models_like_onnxruntime_does(digits):
-    """On the real MNIST files (when present), the program's classes equal a plain session.run's."""
-    from helpers.paths import artifacts_dir
+    """On the real MNIST file, the program's classes equal a plain session.run's."""
+    from helpers.notebooks import require_artifact
 
-    path = artifacts_dir() / "mnist_mlp_pytorch.onnx"
-    if not path.exists():
-        pytest.skip("artifacts/mnist_mlp_pytorch.onnx not built yet (notebook 01; tests/test_bare_env.py builds it)")
+    path = require_artifact("mnist_mlp_pytorch.onnx")  # runs notebook 01 if the file is missing
     session, spec = P.load_model(path)
     assert (spec.input_name, spec.output_name, spec.height, spec.width) == ("image", "logits", 28, 28)
     images = digits[0].astype(np.float32) / 255

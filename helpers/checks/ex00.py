@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.checks._common import load_model, test_images
+from helpers.checks._common import load_model, require_callable, require_keys, test_images
 from helpers.exercises import Wrong, exercise
 
 
@@ -57,8 +57,7 @@ def check_interpreter(answer):
 
     from helpers.notebooks import require_artifact
 
-    if not callable(answer):
-        raise Wrong(f"expected your function interpret(model, image), got {type(answer).__name__}")
+    require_callable(answer, "interpret(model, image)")
     path = require_artifact("mnist_mlp_pytorch.onnx")
     model = onnx.load(path)
     images, _ = test_images(8)
@@ -131,11 +130,7 @@ def first_detector(model) -> str:
 @exercise("00.3", "For each breakage, which tool notices first? dict breakage -> one of "
                   "'check_model', 'full_check', 'InferenceSession', 'nothing'.")
 def check_detectors(answer):
-    if not isinstance(answer, dict):
-        raise Wrong(f"expected a dict like {{'output_renamed': 'check_model', ...}}, got {type(answer).__name__}")
-    missing = [k for k in BREAKAGES if k not in answer]
-    if missing:
-        raise Wrong(f"missing breakages {missing}; expected keys {list(BREAKAGES)}")
+    require_keys(answer, BREAKAGES, "like {'output_renamed': 'check_model', ...}")
     bad = {k: v for k, v in answer.items() if v not in DETECTORS}
     if bad:
         raise Wrong(f"answers must be one of {list(DETECTORS)}; got {bad}")

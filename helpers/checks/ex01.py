@@ -3,17 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.checks._common import as_model_path, dims, load_model, test_images
+from helpers.checks._common import as_model_path, dims, load_model, session as _session, test_images
 from helpers.exercises import Wrong, exercise
 
-
-def _session(path):
-    import onnxruntime as ort
-
-    try:
-        return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types for unloadable models
-        raise Wrong(f"expected a file ONNX Runtime can load; {path.name} fails: {type(err).__name__}: {err}") from err
 
 
 def _run(session, images):

@@ -6,19 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.checks._common import as_model_path, dims, load_model, test_images
+from helpers.checks._common import as_model_path, dims, load_model, session as _session, test_images
 from helpers.exercises import Wrong, exercise
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # notebook 02's tolerance for ORT against Keras
 
-
-def _session(path):
-    import onnxruntime as ort
-
-    try:
-        return ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types for unloadable models
-        raise Wrong(f"ONNX Runtime cannot load {path.name}: {type(err).__name__}: {err}") from err
 
 
 def _reference_logits(images):

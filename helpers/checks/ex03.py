@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.checks._common import contract_input, require_callable, require_keys, session as _session
 from helpers.exercises import Wrong, exercise
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
@@ -20,17 +21,9 @@ def _model_paths() -> dict:
     return {"PyTorch": require_artifact("mnist_mlp_pytorch.onnx"), "Keras": require_artifact("mnist_mlp_keras.onnx")}
 
 
-def _session(model, options=None):
-    import onnxruntime as ort
-
-    source = model if isinstance(model, bytes) else str(model)
-    return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-
-
 def _contract_predictions(session, digits: np.ndarray) -> np.ndarray:
     """The checker's own classification: the contract, with the names of the notebook's files."""
-    image = (digits.astype(np.float32) / 255.0)[:, None]
-    return session.run(None, {session.get_inputs()[0].name: image})[0].argmax(1)
+    return session.run(None, {session.get_inputs()[0].name: contract_input(digits)})[0].argmax(1)
 
 
 def renamed_copy(path) -> bytes:
@@ -69,8 +62,7 @@ def _labels(answer, session, digits, what: str) -> np.ndarray:
 def check_classify(answer):
     from helpers.mnist import load_mnist
 
-    if not callable(answer):
-        raise Wrong(f"expected your function classify(session, images_uint8), got {type(answer).__name__}")
+    require_callable(answer, "classify(session, images_uint8)")
     data = load_mnist()
     digits, labels = data.x_test, data.y_test
     details = []
@@ -124,12 +116,7 @@ def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
 @exercise("03.2", "Off-centre digits: shift every test digit k = 0..6 pixels to the right (fill with black) and "
                   "measure the PyTorch file's accuracy; pass {k: accuracy}.")
 def check_shift_curve(answer):
-    if not isinstance(answer, dict):
-        raise Wrong(f"expected a dict {{shift in pixels: accuracy}} for shifts {list(SHIFTS)}, "
-                    f"got {type(answer).__name__}")
-    missing = [k for k in SHIFTS if k not in answer]
-    if missing:
-        raise Wrong(f"expected the shifts {list(SHIFTS)} as keys, missing {missing}")
+    require_keys(answer, SHIFTS, "{shift in pixels: accuracy}")
     claimed = {k: float(answer[k]) for k in SHIFTS}
     if any(not 0.0 <= v <= 1.0 for v in claimed.values()):
         raise Wrong(f"expected accuracies as fractions between 0 and 1, got {claimed}")
@@ -176,7 +163,7 @@ def check_single_thread_options(answer):
     two = ort.SessionOptions()
     two.intra_op_num_threads = 2
     default = _session(path, two)
-    images = (load_mnist().x_test[:1000].astype(np.float32) / 255.0)[:, None]
+    images = contract_input(load_mnist().x_test[:1000])
     got, want = mine.run(None, {"image": images})[0], default.run(None, {"image": images})[0]
     if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
         raise Wrong(f"expected the same logits as a default session, got a max difference of "

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import as_model_path, load_model, test_images
+from helpers.checks._common import as_model_path, load_model, require_keys, test_images
+from helpers.checks._common import session as open_session
 from helpers.exercises import Wrong, exercise
 
 MAX_SIZE_RATIO = 0.30   # the notebook's gate for int8 files (and easily met by 4-bit ones)
@@ -28,10 +29,7 @@ def _session(path, threads: int = 2):
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as in the notebook's benchmark
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as err:  # onnxruntime raises its own exception types for unloadable models
-        raise Wrong(f"ONNX Runtime cannot load {Path(path).name}: {type(err).__name__}: {err}") from err
+    return open_session(path, options)
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,11 +122,7 @@ def _describe(layers) -> str:
 @exercise("04.1", "Quantize the CNN statically (QDQ) with every layer, and with only op_types_to_quantize=['Gemm']; "
                   "pass {'all': path, 'gemm_only': path}.")
 def check_which_layers(answer):
-    if not isinstance(answer, dict):
-        raise Wrong(f"expected a dict {{'all': path, 'gemm_only': path}}, got {type(answer).__name__}")
-    missing = [k for k in ("all", "gemm_only") if k not in answer]
-    if missing:
-        raise Wrong(f"expected the keys 'all' and 'gemm_only', missing {missing}")
+    require_keys(answer, ("all", "gemm_only"), "{'all': path, 'gemm_only': path}")
     paths = {k: as_model_path(answer[k]) for k in ("all", "gemm_only")}
 
     layers = _qdq_layers("all", paths["all"])
@@ -315,12 +309,7 @@ BLOCK_SIZES = (16, 32, 128)
 def check_block_sizes(answer):
     import onnx
 
-    if not isinstance(answer, dict):
-        raise Wrong(f"expected a dict {{block_size: path}} for block sizes {list(BLOCK_SIZES)}, "
-                    f"got {type(answer).__name__}")
-    missing = [b for b in BLOCK_SIZES if b not in answer]
-    if missing:
-        raise Wrong(f"expected the integer keys {list(BLOCK_SIZES)}, missing {missing} (got keys {list(answer)})")
+    require_keys(answer, BLOCK_SIZES, "{block_size: path} with integer block sizes")
     fp32 = _fp32("mnist_mlp_keras.onnx")
     n_matmul = sum(node.op_type == "MatMul" for node in load_model(fp32[0]).graph.node)
     measured, levels = {}, set()

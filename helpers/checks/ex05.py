@@ -10,6 +10,7 @@ import functools
 import json
 from pathlib import Path
 
+from helpers.checks._common import require_callable
 from helpers.exercises import Wrong, exercise
 
 
@@ -124,8 +125,7 @@ def check_kv_cache_bytes(answer):
 
     from onnx import TensorProto
 
-    if not callable(answer):
-        raise Wrong(f"expected your function kv_cache_bytes(model_dir, max_length), got {type(answer).__name__}")
+    require_callable(answer, "kv_cache_bytes(model_dir, max_length)")
     real, _, _ = smollm()
     with tempfile.TemporaryDirectory(prefix="ex05-kv-") as tmp:
         folders = {
@@ -194,9 +194,7 @@ def fitted_history(tokenizer, history, max_length, answer_budget):
                   "leaves answer_budget tokens within max_length; ValueError if even the latest message does not "
                   "fit; pass the function.")
 def check_fit_history(answer):
-    if not callable(answer):
-        raise Wrong(f"expected your function fit_history(history, tokenizer, max_length, answer_budget), "
-                    f"got {type(answer).__name__}")
+    require_callable(answer, "fit_history(history, tokenizer, max_length, answer_budget)")
     _, _, tokenizer = smollm()
     history = LONG_HISTORY
     full = len(prompt_ids(tokenizer, history))
@@ -283,9 +281,7 @@ def reference_ids(model, tokenizer, ids, max_new_tokens, stop):
                   "greedy, at most max_new_tokens, ending at the end-of-turn token or with the token that "
                   "completes the text `stop`; pass the function.")
 def check_generate(answer):
-    if not callable(answer):
-        raise Wrong(f"expected your function generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None), "
-                    f"got {type(answer).__name__}")
+    require_callable(answer, "generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None)")
     _, model, tokenizer = smollm()
     eos = set(int(t) for t in tokenizer.eos_token_ids)
     details = []
