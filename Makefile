@@ -10,7 +10,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 KERNEL := onnx-pdf
 
-.PHONY: setup browser lab test run clean-artifacts
+.PHONY: setup node browser lab test run clean-artifacts
 .DEFAULT_GOAL := lab
 
 $(BIN)/python:
@@ -23,7 +23,19 @@ $(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3.11 (onnx-pdf)"
 	touch $@
 
-setup: $(VENV)/.installed
+# Node.js 18 or newer runs the JavaScript side (notebook 04); Debian's nodejs (18) is installed where we may (root).
+node:
+	@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' 2>/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; \
+	else echo "Node.js 18 or newer is required (found: $$(node --version 2>/dev/null || echo none))"; exit 1; fi
+
+# The JavaScript packages, exactly as package-lock.json pins them (integrity hashes checked by npm ci).
+node_modules/.installed: package.json package-lock.json | node
+	npm ci --no-audit --no-fund
+	touch $@
+
+setup: $(VENV)/.installed node_modules/.installed
 	$(BIN)/python -m helpers.assets fetch
 
 # (--allow-root only when run as root, e.g. in a container, where Jupyter refuses to start without it)

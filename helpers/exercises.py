@@ -9,7 +9,8 @@ feedback::
 ``check`` says what is right or what is wrong (it does not just fail), and returns a :class:`Feedback`
 that is truthy when the answer is right. Worked solutions live in ``solutions/`` at the top of the
 repository (for teachers; see README), and ``tests/test_exercises.py`` runs every solution through its check,
-so no exercise is unsolvable or broken.
+so no exercise is unsolvable or broken. Each ``helpers/checks/exNN.py`` ends with a plain mapping
+``CHECKS = {"NN.K": checker}``; a checker raises :class:`Wrong` with what is not right yet.
 
 Checkers import what they need inside the function: importing this module loads no framework.
 """
@@ -44,52 +45,44 @@ class Feedback:
     __repr__ = __str__
 
 
-@dataclass(frozen=True)
-class Exercise:
-    id: str
-    task: str
-    checker: Callable[[Any], list[str] | str | None]
+def _checks(number: str) -> dict[str, Callable[[Any], list[str] | str | None]]:
+    """The ``CHECKS`` mapping of ``helpers/checks/ex<number>.py`` (empty when there is no such module).
+
+    A plain mapping, imported like any module: re-importing or ``%autoreload`` cannot register anything twice.
+    """
+    import importlib
+
+    try:
+        module = importlib.import_module(f"helpers.checks.ex{number}")
+    except ModuleNotFoundError as err:
+        if err.name != f"helpers.checks.ex{number}":
+            raise
+        return {}
+    return dict(module.CHECKS)
 
 
-EXERCISES: dict[str, Exercise] = {}
+def all_exercises() -> dict[str, Callable[[Any], list[str] | str | None]]:
+    """Every exercise id of the series -> its checker."""
+    import pkgutil
 
+    import helpers.checks as checks_pkg
 
-def exercise(exercise_id: str, task: str):
-    """Register ``checker`` as the check for ``exercise_id``; the checker raises :class:`Wrong`."""
-    def register(checker):
-        if exercise_id in EXERCISES:
-            raise ValueError(f"exercise {exercise_id} registered twice")
-        EXERCISES[exercise_id] = Exercise(exercise_id, task, checker)
-        return checker
-    return register
+    found: dict = {}
+    for module in sorted(pkgutil.iter_modules(checks_pkg.__path__), key=lambda m: m.name):
+        if module.name.startswith("ex"):
+            found.update(_checks(module.name[2:]))
+    return found
 
 
 def check(exercise_id: str, answer: Any) -> Feedback:
     """Check ``answer`` for exercise ``exercise_id`` (e.g. ``"01.2"``) and say what is right or wrong."""
-    _load_all()
-    if exercise_id not in EXERCISES:
-        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(EXERCISES))}")
-    ex = EXERCISES[exercise_id]
+    checks = _checks(str(exercise_id).split(".")[0]) if "." in str(exercise_id) else {}
+    if exercise_id not in checks:
+        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(all_exercises()))}")
     try:
-        details = ex.checker(answer)
+        details = checks[exercise_id](answer)
     except Wrong as wrong:
         return Feedback(exercise_id, False, str(wrong))
     if isinstance(details, str):
         details = [details]
     return Feedback(exercise_id, True, "right!", list(details or []))
-
-
-def _load_all() -> None:
-    """Import the per-notebook checker modules (they register themselves)."""
-    import importlib
-    import pkgutil
-
-    import helpers.checks as checks_pkg
-
-    for module in pkgutil.iter_modules(checks_pkg.__path__):
-        importlib.import_module(f"helpers.checks.{module.name}")
-
-
-def all_exercises() -> dict[str, Exercise]:
-    _load_all()
-    return dict(EXERCISES)

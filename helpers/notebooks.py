@@ -16,7 +16,7 @@ from helpers.paths import NOTEBOOKS, artifacts_dir
 PRODUCERS: dict[str, str] = {
     "mnist_mlp_pytorch.onnx": "01_export_pytorch_mlp.ipynb",
     "mnist_mlp_keras.onnx": "02_export_keras_mlp.ipynb",
-    "mnist_cnn_pytorch.onnx": "04_quantize_and_benchmark.ipynb",
+    "mnist_cnn_pytorch.onnx": "05_quantize_and_benchmark.ipynb",
 }
 
 

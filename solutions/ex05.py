@@ -1,68 +1,86 @@
-"""Solutions for notebook 05's exercises (onnxruntime-genai; the cached SmolLM2 int4 model)."""
+"""Solutions for notebook 05's exercises (onnx, onnxruntime and its quantization tools, like the notebook).
+
+They start from the fp32 files the series writes (``require_artifact`` rebuilds a missing one), so no
+framework is needed: quantization works on the ``.onnx`` file alone.
+"""
 from __future__ import annotations
 
-import json
+import logging
 from pathlib import Path
 
 import numpy as np
+from onnxruntime.quantization import CalibrationDataReader
 
 
-def kv_cache_bytes(model_dir, max_length: int) -> int:
-    """Bytes of the KV cache onnxruntime-genai allocates for ``max_length`` tokens (batch 1)."""
-    import onnx
+def _calibration_images(n: int = 1000) -> np.ndarray:
+    """``n`` training digits (uint8 [n, 28, 28]), never test digits, chosen as in the notebook."""
+    from helpers.mnist import load_mnist
 
-    config = json.loads((Path(model_dir) / "genai_config.json").read_text())
-    decoder = config["model"]["decoder"]
-    # The number type is not in the config: the decoder graph's first past-key input has it.
-    graph = onnx.load(Path(model_dir) / decoder["filename"], load_external_data=False).graph
-    past_key = decoder["inputs"]["past_key_names"] % 0
-    elem_type = next(i for i in graph.input if i.name == past_key).type.tensor_type.elem_type
-    itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
-    per_token = 2 * decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"] * itemsize
-    return per_token * int(max_length)
+    x_train = load_mnist().x_train
+    return x_train[np.random.default_rng(0).choice(len(x_train), n, replace=False)]
 
 
-def fit_history(history, tokenizer, max_length: int, answer_budget: int) -> list:
-    """System message + the most recent whole exchanges + the latest user message, fitting max_length."""
-    def n_tokens(messages):
-        prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
-        return len(tokenizer.encode(prompt))
+class MnistCalibrationReader(CalibrationDataReader):
+    """Calibration batches for ``quantize_static``: ``{input name: float32 [b, 1, 28, 28] in 0..1}``, then None.
 
-    kept = list(history)                                   # a new list: the caller's history is untouched
-    while n_tokens(kept) + answer_budget > max_length and len(kept) > 2:
-        kept = kept[:1] + kept[3:]                         # drop the oldest user message and its answer
-    if n_tokens(kept) + answer_budget > max_length:
-        raise ValueError(f"the system message and the latest message need {n_tokens(kept)} prompt tokens + "
-                         f"{answer_budget} for the answer, more than max_length={max_length}")
-    return kept
+    ``model_path`` is read only for the name of its input, so the reader fits any file of the contract.
+    """
 
+    def __init__(self, model_path, images_uint8: np.ndarray, batch_size: int = 100):
+        import onnxruntime as ort
 
-def generate(model, tokenizer, prompt_ids, max_new_tokens: int, stop: str | None = None) -> list:
-    """Greedy new token ids: at most max_new_tokens, ending at end-of-turn or with the token completing ``stop``."""
-    import onnxruntime_genai as og
+        session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+        self.input_name = session.get_inputs()[0].name
+        images = np.asarray(images_uint8)
+        if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
+            raise ValueError(f"expected uint8 digits [N, 28, 28], got {images.dtype} {list(images.shape)}")
+        scaled = images.astype(np.float32)[:, None] / 255.0  # the contract: [N, 1, 28, 28] in 0..1
+        self.batches = iter([scaled[i:i + batch_size] for i in range(0, len(scaled), batch_size)])
 
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)  # prompt + answer
-    generator = og.Generator(model, params)
-    generator.append_tokens(prompt_ids)
-    stream, text, new_ids = tokenizer.create_stream(), "", []
-    while not generator.is_done():
-        generator.generate_next_token()
-        token = int(generator.get_next_tokens()[0])
-        new_ids.append(token)
-        text += stream.decode(token)
-        if stop is not None and stop in text:              # the stop text may span several tokens
-            break
-    return new_ids
+    def get_next(self):
+        batch = next(self.batches, None)  # stays None once the batches are used up
+        return None if batch is None else {self.input_name: batch}
 
 
 def solve_1(workdir: Path):
-    return kv_cache_bytes
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    from helpers.notebooks import require_artifact
+
+    logging.getLogger().setLevel(logging.WARNING)  # the quantizer logs every node at INFO level
+    workdir = Path(workdir)
+    preprocessed = workdir / "cnn.preprocessed.onnx"
+    quant_pre_process(require_artifact("mnist_cnn_pytorch.onnx"), preprocessed)
+    images = _calibration_images()
+    answer = {}
+    for name, op_types in (("all", None), ("gemm_only", ["Gemm"])):
+        answer[name] = workdir / f"cnn.int8-static.{name}.onnx"
+        quantize_static(preprocessed, answer[name], MnistCalibrationReader(preprocessed, images),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                        calibrate_method=CalibrationMethod.MinMax,
+                        op_types_to_quantize=op_types)  # None: every supported op; no nodes_to_exclude
+    return answer
 
 
 def solve_2(workdir: Path):
-    return fit_history
+    return MnistCalibrationReader
 
 
 def solve_3(workdir: Path):
-    return generate
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    from helpers.notebooks import require_artifact
+
+    logging.getLogger().setLevel(logging.WARNING)
+    source = require_artifact("mnist_mlp_keras.onnx")  # tf2onnx writes MatMul + Add: no Gemm to rewrite
+    answer = {}
+    for block_size in (16, 32, 128):
+        quantizer = MatMulNBitsQuantizer(onnx.load(source), bits=4, block_size=block_size, is_symmetric=True,
+                                         accuracy_level=4)
+        quantizer.process()
+        answer[block_size] = Path(workdir) / f"mlp_keras.int4-block{block_size}.onnx"
+        onnx.save(quantizer.model.model, answer[block_size])
+    return answer

@@ -139,7 +139,7 @@ def test_interrupted_write_leaves_old_file(results, tmp_path, monkeypatch):
 
 
 def test_load_errors_name_the_file(tmp_path, results):
-    with pytest.raises(FileNotFoundError, match="run notebook 04_quantize_and_benchmark.ipynb"):
+    with pytest.raises(FileNotFoundError, match="run notebook 05_quantize_and_benchmark.ipynb"):
         benchmark.load_results(tmp_path / "missing.json")
     truncated = tmp_path / "truncated.json"
     truncated.write_text(json.dumps(results)[:200])

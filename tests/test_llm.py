@@ -165,7 +165,7 @@ def test_run_logged_failure_reports_exit_code_and_output():
 
 
 def test_cached_model_is_reused_without_running_the_builder(monkeypatch):
-    """Builds the model into the real cache first if needed (notebook 05 normally has), then forbids rebuilding."""
+    """Builds the model into the real cache first if needed (notebook 07 normally has), then forbids rebuilding."""
     folder = llm.genai_model("offline-wheel", "int4")
     assert folder == llm.cache_dir("llm", "genai") / "smollm2-135m-instruct-int4-kquant-cpu-wheel"
 
