@@ -92,3 +92,35 @@ def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), t
     """Everything a reader needs to interpret a timing: CPU, flags, threads, Python and packages."""
     return {"cpu": cpu_description(), "threads": threads, "python": platform.python_version(),
             "os": platform.platform(), "packages": package_versions(packages)}
+
+
+def tested_versions(requirements: Path | None = None) -> dict:
+    """``{distribution: version}`` pinned in the series' ``requirements.txt`` (the versions it was tested with)."""
+    import re
+
+    path = requirements or Path(__file__).resolve().parent.parent / "requirements.txt"
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", line.strip())
+        if match:
+            pins[match[1].lower()] = match[2]
+    return pins
+
+
+def show_versions(*names: str) -> dict:
+    """Print each package's installed version beside the version the series was tested with; warn on a difference.
+
+    A different version is not an error (the notebook may well work), so this warns instead of failing:
+    exact pins live in ``requirements.txt`` and ``tests/test_environment.py``. Returns ``{name: installed}``.
+    """
+    import warnings
+
+    tested, found = tested_versions(), package_versions(names)
+    for name in names:
+        want = tested.get(name.lower())
+        mark = "" if want is None or found[name] == want else "   <- differs from the tested version"
+        print(f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}")
+        if mark:
+            warnings.warn(f"{name} {found[name]} is installed; the series was tested with {want} "
+                          f"(`pip install -r requirements.txt` restores it)", stacklevel=2)
+    return found
