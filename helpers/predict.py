@@ -5,6 +5,7 @@ environment holding nothing but ``requirements-inference.txt`` (``tests/test_bar
 
     python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png more.png batch.npy
     python -m helpers.predict MODEL.onnx IMAGES... --json      # machine-readable output
+    python -m helpers.predict MODEL.onnx drawing.png --preprocess mnist   # a drawing of any size (notebook 04)
     python helpers/predict.py MODEL.onnx IMAGES...              # this file alone also works
 
 This module imports only the standard library, numpy and onnxruntime, and no other ``helpers`` module, so
@@ -16,15 +17,20 @@ Images are read as 28x28 grayscale (the size comes from the model's input, not f
   over Pillow on purpose: the point of this program is that inference needs numpy and onnxruntime and nothing
   else, and reading a 28x28 PNG is ~100 lines. It handles what image editors and ``matplotlib`` write
   (grayscale, gray+alpha, RGB, RGBA, palette; 1-16 bits; non-interlaced). Colour becomes gray with the
-  ITU-R 601 weights Pillow uses; transparent pixels count as background (black).
+  ITU-R 601 weights Pillow uses. Transparent pixels are background of the opposite colour to the ink: a canvas
+  export (dark strokes on transparent) reads like dark ink on white paper, light ink on transparent like the
+  MNIST way round; visible pixels both dark and light, or none, are an input error (nothing to tell ink by).
 * ``.npy``: uint8 0..255 or float 0..1, shaped ``[28, 28]``, ``[N, 28, 28]`` or ``[N, 1, 28, 28]``.
 
 The model contract (notebook 01): white digit on black, pixels scaled to 0..1. ``--invert`` turns a dark
-digit on a light background (how people usually draw) into that.
+digit on a light background (how people usually draw) into that. ``--preprocess mnist`` takes drawings of any
+size either way round and makes them look like MNIST digits (crop, scale to 20 px, centre of mass at the centre;
+notebook 04, the same steps as ``web/preprocess.js``). A blank image is an input error, never a guess.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import struct
 import sys
@@ -42,11 +48,13 @@ EXIT_CODES_HELP = """exit codes:
   2  usage error (bad or missing command-line arguments)
   3  model error: the model file is missing, is not a valid ONNX model, does not look like an image
      classifier [batch, 1, H, W] -> [batch, classes], or failed while running
-  4  input error: an image is missing or unreadable, or has the wrong size, dtype, shape or value range
+  4  input error: an image is missing, unreadable (e.g. permission denied) or a folder, has the wrong size,
+     dtype, shape or value range, or is blank, empty or ambiguous (which pixels are the ink?)
 
 examples:
   python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png batch.npy
   python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
+  python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
 
 # onnxruntime element types this program can feed (the series' models take float32).
@@ -174,14 +182,55 @@ def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> bytearray:
     return out
 
 
-def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np.ndarray:
-    """Decode a non-interlaced PNG into float32 gray values in 0..1, shape [height, width].
+MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
 
-    ``expected_hw`` is checked from the header, before anything is decompressed. Raises ``InputError``
-    with the reason for anything else (bad signature or checksum, truncated file, unsupported format).
-    """
+
+def read_bytes(path: str | Path, what: str = "image") -> bytes:
+    """The file's bytes, read once; ``InputError`` naming the reason when it cannot be read."""
     path = Path(path)
-    data = path.read_bytes()
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as err:
+        raise InputError(f"{what} file not found: {path}") from err
+    except IsADirectoryError as err:
+        raise InputError(f"{path} is a folder, not an {what} file") from err
+    except PermissionError as err:
+        raise InputError(f"{path}: permission denied: this user may not read the file") from err
+    except OSError as err:
+        raise InputError(f"{path}: cannot read the file ({err.strerror or err})") from err
+
+
+def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
+    """Gray values of an image with transparent parts, as it looks on paper of the opposite colour to its ink.
+
+    A canvas exports dark strokes on a fully transparent background: there the *alpha channel is the ink* and
+    the colour says which way round it is. Dark visible pixels -> composite over white (a dark-on-light
+    drawing, like one on paper); light visible pixels -> composite over black (the MNIST way round). Visible
+    pixels of both kinds (or none at all) leave no way to tell ink from background: ``InputError``.
+    """
+    weight = alpha.astype(np.float64)
+    total = weight.sum()
+    if total == 0:
+        raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
+    dark_share = weight[gray < (maximum + 1) // 2].sum() / total
+    if dark_share >= 0.95:  # dark ink: transparent = white paper
+        return (gray * alpha + maximum * (maximum - alpha) + maximum // 2) // maximum
+    if dark_share <= 0.05:  # light ink: transparent = black (the contract's background)
+        return (gray * alpha + maximum // 2) // maximum
+    raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
+                     f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
+                     f"save it on an opaque background")
+
+
+def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
+               max_side: int | None = None) -> np.ndarray:
+    """Decode a non-interlaced PNG (its bytes) into float32 gray values in 0..1, shape [height, width].
+
+    ``expected_hw`` (or else ``max_side``) is checked from the header, before anything is decompressed.
+    Raises ``InputError`` with the reason for anything else (bad signature or checksum, truncated file,
+    unsupported format, transparency that hides which pixels are ink).
+    """
+    path = name
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
     pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
@@ -202,7 +251,11 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
             width, height, depth, color, _compression, _filter, interlace = header
             if expected_hw is not None and (height, width) != tuple(expected_hw):
                 raise InputError(f"{path}: image is {width}x{height} pixels; the model expects "
-                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height)")
+                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height)"
+                                 + ("" if max_side is None else "; drawings of any size need --preprocess mnist"))
+            if max_side is not None and expected_hw is None and not (1 <= width <= max_side and 1 <= height <= max_side):
+                raise InputError(f"{path}: image is {width}x{height} pixels; expected at most "
+                                 f"{max_side}x{max_side}")
             if color not in PNG_COLOR_TYPES or depth not in PNG_COLOR_TYPES[color][1]:
                 raise InputError(f"{path}: unsupported PNG colour type {color} with bit depth {depth}")
             if interlace:
@@ -253,16 +306,21 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
         gray = (samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000) >> 16
     else:
         gray = samples[..., 0]
-    if color in (4, 6):  # alpha: composite over a black background
-        gray = (gray * samples[..., -1] + maximum // 2) // maximum
+    if color in (4, 6) and (samples[..., -1] < maximum).any():  # transparency: which colour is the ink?
+        gray = _transparent_background(gray, samples[..., -1], maximum, path)
     return (gray / maximum).astype(np.float32)
 
 
-def read_npy(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
-    """Images from a ``.npy`` file as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
-    path = Path(path)
+def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np.ndarray:
+    """``decode_png`` of a file: float32 gray values in 0..1, shape [height, width]."""
+    return decode_png(read_bytes(path), Path(path), expected_hw)
+
+
+def decode_npy(data: bytes, name, expected_hw: tuple[int, int]) -> np.ndarray:
+    """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
+    path = name
     try:
-        array = np.load(path, allow_pickle=False)  # never unpickle: a pickle can run code
+        array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
     except (ValueError, OSError, EOFError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err})") from err
     height, width = expected_hw
@@ -289,18 +347,115 @@ def read_npy(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
     return array.astype(np.float32)
 
 
+def read_npy(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
+    """``decode_npy`` of a file."""
+    return decode_npy(read_bytes(path), Path(path), expected_hw)
+
+
 def read_images(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
     """float32 [N, H, W] in 0..1 from a PNG (N = 1) or a .npy file; the format is recognised by content."""
+    return read_image_file(path, expected_hw)[0]
+
+
+def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
+    """(float32 [N, H, W] in 0..1, is_png) from a PNG (N = 1) or a .npy file, the format recognised by content.
+
+    The file is opened once. ``any_size``: a PNG may have any size up to ``MAX_DRAWING_SIDE`` (for
+    ``--preprocess mnist``); a ``.npy`` array must still hold images of the model's size.
+    """
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"image file not found: {path}")
-    with open(path, "rb") as f:
-        head = f.read(8)
-    if head.startswith(PNG_SIGNATURE):
-        return read_png(path, expected_hw)[None]
-    if head.startswith(NPY_MAGIC):
-        return read_npy(path, expected_hw)
+    data = read_bytes(path)
+    if data.startswith(PNG_SIGNATURE):
+        if any_size:
+            return decode_png(data, path, None, max_side=MAX_DRAWING_SIDE)[None], True
+        return decode_png(data, path, expected_hw)[None], True
+    if data.startswith(NPY_MAGIC):
+        return decode_npy(data, path, expected_hw), False
     raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
+
+
+# ------------------------------------------------------------------- MNIST-style preprocessing
+# The steps that made MNIST (LeCun et al.): the digit's bounding box scaled so its longest side is 20 pixels
+# (aspect ratio kept, anti-aliased), then placed in a 28x28 field so that its centre of mass is at the centre.
+# web/preprocess.js does exactly the same steps for the page, in the same order and arithmetic.
+INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
+BOX_SIDE, FIELD_SIDE = 20, 28
+
+
+def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
+    """Ink amount in 0..1 (the contract's white-on-black) from a gray image of either polarity.
+
+    The background is the median of the border pixels: light (>= 0.75) means dark ink on light paper
+    (ink = 1 - gray), dark (<= 0.25) means light ink on black (ink = gray). Anything between: ``InputError``.
+    """
+    border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
+    background = float(np.median(border))
+    if background >= 0.75:
+        return 1.0 - gray
+    if background <= 0.25:
+        return gray
+    raise InputError(f"{name}: the border is mid-gray (median {background:.2f}), so ink and background cannot "
+                     f"be told apart; expected dark strokes on a light or transparent background")
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """[n_out, n_in] weights of area resampling: output pixel i averages the input it covers."""
+    scale = n_in / n_out
+    weights = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        low, high = i * scale, (i + 1) * scale
+        for j in range(int(np.floor(low)), min(int(np.ceil(high)), n_in)):
+            weights[i, j] = min(high, j + 1) - max(low, j)
+    return weights / scale
+
+
+def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.ndarray:
+    """A drawing's ink [H, W] (any size, 0..1) -> the model's 28x28 input, the way MNIST was made.
+
+    1. crop to the bounding box of the pixels with at least ``INK_THRESHOLD`` ink;
+    2. scale it (area averaging) so its longest side is 20 pixels, keeping the aspect ratio;
+    3. place it in a 28x28 field: ``centre="mass"`` puts its centre of mass at the field's centre (MNIST),
+       ``"box"`` its bounding box's centre (the mass step skipped); ``"none"`` skips steps 1-3 and only
+       resizes the whole drawing to 28x28 (what a naive program does).
+    Returns float32 [28, 28] in 0..1. ``InputError`` when there is no ink at all.
+    """
+    ink = np.asarray(ink, dtype=np.float64)
+    if centre not in ("mass", "box", "none"):
+        raise ValueError(f"centre must be 'mass', 'box' or 'none', got {centre!r}")
+    rows, cols = np.nonzero(ink >= INK_THRESHOLD)
+    if len(rows) == 0:
+        raise InputError(f"{name}: no ink found (no pixel reaches {INK_THRESHOLD:.0%} ink): the drawing is empty")
+    if centre == "none":
+        return np.clip(_area_weights(ink.shape[0], FIELD_SIDE) @ ink @ _area_weights(ink.shape[1], FIELD_SIDE).T,
+                       0, 1).astype(np.float32)
+    crop = ink[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+    height, width = crop.shape
+    longest = max(height, width)
+    new_h = max(1, int(np.floor(height * BOX_SIDE / longest + 0.5)))
+    new_w = max(1, int(np.floor(width * BOX_SIDE / longest + 0.5)))
+    small = _area_weights(height, new_h) @ crop @ _area_weights(width, new_w).T
+    if centre == "mass":
+        total = small.sum()
+        centre_y = (small.sum(axis=1) * np.arange(new_h)).sum() / total
+        centre_x = (small.sum(axis=0) * np.arange(new_w)).sum() / total
+    else:
+        centre_y, centre_x = (new_h - 1) / 2, (new_w - 1) / 2
+    middle = (FIELD_SIDE - 1) / 2  # 13.5: the field's centre in pixel-index coordinates
+    top = min(max(int(np.floor(middle - centre_y + 0.5)), 0), FIELD_SIDE - new_h)
+    left = min(max(int(np.floor(middle - centre_x + 0.5)), 0), FIELD_SIDE - new_w)
+    field = np.zeros((FIELD_SIDE, FIELD_SIDE))
+    field[top:top + new_h, left:left + new_w] = small
+    return np.clip(field, 0, 1).astype(np.float32)
+
+
+def check_not_blank(images: np.ndarray, sources: list[str]) -> None:
+    """A blank image (every pixel the same) has no digit: ``InputError`` rather than a guess."""
+    flat = images.reshape(len(images), -1)
+    blank = np.flatnonzero(flat.max(axis=1) == flat.min(axis=1))
+    if len(blank):
+        i = blank[0]
+        raise InputError(f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
+                         f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else ""))
 
 
 # ------------------------------------------------------------------------------------------- predict
@@ -339,6 +494,11 @@ def _parser() -> argparse.ArgumentParser:
                              "or [N, 1, H, W]")
     parser.add_argument("--invert", action="store_true",
                         help="the images show a dark digit on a light background (MNIST is white on black)")
+    parser.add_argument("--preprocess", choices=("none", "mnist"), default="none",
+                        help="mnist: drawings of any size, dark strokes on a light or transparent background (or "
+                             "light on dark, told apart by the border); crop to the ink, scale the longest side "
+                             "to 20 px, centre by centre of mass in 28x28, as MNIST was made (default: none, "
+                             "the images are already the model's input)")
     parser.add_argument("--json", action="store_true", help="print JSON (all probabilities) instead of text")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="onnxruntime intra-op threads (default: onnxruntime's choice)")
@@ -346,25 +506,36 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)  # argparse exits with 2 on a usage error
+    parser = _parser()
+    args = parser.parse_args(argv)  # argparse exits with 2 on a usage error
     if args.threads is not None and args.threads < 1:
-        _parser().error(f"--threads must be at least 1, got {args.threads}")
+        parser.error(f"--threads must be at least 1, got {args.threads}")
+    if args.invert and args.preprocess == "mnist":
+        parser.error("--preprocess mnist finds the ink itself (dark on light or light on dark): drop --invert")
     try:
         session, spec = load_model(args.model, args.threads)
     except ModelError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_MODEL
+    mnist = args.preprocess == "mnist"
+    if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
+        print(f"error: --preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
+              f"{spec.width}x{spec.height}", file=sys.stderr)
+        return EXIT_MODEL
     try:
         sources, batches = [], []
         for name in args.images:
-            images = read_images(name, (spec.height, spec.width))
+            images, is_png = read_image_file(name, (spec.height, spec.width), any_size=mnist)
+            # a PNG holds one image; a .npy entry is named by its index
+            names = [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]
+            if mnist:
+                images = np.stack([mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)])
             batches.append(images)
-            with open(name, "rb") as f:  # a PNG holds one image; a .npy entry is named by its index
-                is_png = f.read(8) == PNG_SIGNATURE
-            sources += [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]
+            sources += names
         images = np.concatenate(batches)
         if args.invert:
             images = 1.0 - images
+        check_not_blank(images, sources)
         probabilities = predict(session, spec, images)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
