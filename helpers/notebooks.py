@@ -16,7 +16,10 @@ from helpers.paths import NOTEBOOKS, artifacts_dir
 PRODUCERS: dict[str, str] = {
     "mnist_mlp_pytorch.onnx": "01_export_pytorch_mlp.ipynb",
     "mnist_mlp_keras.onnx": "02_export_keras_mlp.ipynb",
-    "mnist_cnn_pytorch.onnx": "05_quantize_and_benchmark.ipynb",
+    "mnist_cnn_pytorch.onnx": "05_quantize_models.ipynb",
+    **{f"quantized/mnist_{model}.{precision}.onnx": "05_quantize_models.ipynb"
+       for model in ("mlp_pytorch", "mlp_keras", "cnn_pytorch")
+       for precision in ("fp16", "int8-dynamic", "int8-static", "int4-weights")},
 }
 
 
