@@ -397,3 +397,127 @@ def test_runs_the_series_models_like_onnxruntime_does(digits):
     (logits,) = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"image": images[:, None]})
     np.testing.assert_array_equal(P.predict(session, spec, images).argmax(1), logits.argmax(1))
     assert (logits.argmax(1) == digits[1]).mean() > 0.9
+
+
+# ------------------------------------------------------------ transparency, blank images (issue 12 §5)
+def _dark_on_transparent(digit: np.ndarray) -> np.ndarray:
+    """What a canvas exports: black strokes whose opacity is the ink, on a fully transparent background."""
+    rgba = np.zeros((*digit.shape, 4), np.uint8)
+    rgba[..., 3] = digit
+    return rgba
+
+
+def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits):
+    digit = digits[0][0]
+    Image.fromarray(_dark_on_transparent(digit), "RGBA").save(tmp_path / "canvas.png")
+    # as seen on white paper: 255 - ink; --invert then gives the contract's white-on-black digit back
+    np.testing.assert_allclose(P.read_png(tmp_path / "canvas.png", (28, 28)), (255 - digit) / 255.0, atol=1e-6)
+    gray_alpha = np.stack([np.zeros_like(digit), digit], axis=-1)  # the same as gray + alpha (colour type 4)
+    (tmp_path / "la.png").write_bytes(encode_png(gray_alpha, 4))
+    np.testing.assert_allclose(P.read_png(tmp_path / "la.png", (28, 28)), (255 - digit) / 255.0, atol=1e-6)
+
+
+def test_canvas_exports_are_classified_like_the_digits_themselves(tmp_path, digits, capsys):
+    """Before the fix every such file read as an empty black image: the same digit for all, exit 0."""
+    from helpers.notebooks import require_artifact
+
+    model = str(require_artifact("mnist_mlp_pytorch.onnx"))
+    images, labels = digits
+    files = []
+    for i in range(10):
+        files.append(str(tmp_path / f"canvas_{i}.png"))
+        Image.fromarray(_dark_on_transparent(images[i]), "RGBA").save(files[-1])
+    np.save(tmp_path / "plain.npy", images[:10])
+    assert P.main([model, str(tmp_path / "plain.npy"), "--json"]) == P.EXIT_OK
+    plain = [p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]]
+    assert P.main([model, *files, "--invert", "--json"]) == P.EXIT_OK
+    drawn = [p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]]
+    assert drawn == plain and len(set(drawn)) > 3
+    assert P.main([model, *files, "--preprocess", "mnist", "--json"]) == P.EXIT_OK
+    preprocessed = np.array([p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]])
+    assert (preprocessed == labels[:10]).mean() >= 0.9
+
+
+@pytest.mark.parametrize("case,message", [
+    ("fully-transparent", "fully transparent: there is no ink"),
+    ("mixed", "both dark"),
+    ("blank-black", "the image is blank (every pixel is 0)"),
+    ("blank-white", "the image is blank (every pixel is 1)"),
+])
+def test_empty_and_ambiguous_images_exit_4_instead_of_guessing(tmp_path, digits, model_path, case, message, capsys):
+    digit = digits[0][0]
+    if case == "fully-transparent":
+        rgba = np.zeros((28, 28, 4), np.uint8)
+        rgba[..., :3] = digit[..., None]  # colour without any opacity is invisible
+    elif case == "mixed":  # half the visible pixels black, half white, on a transparent background
+        rgba = np.zeros((28, 28, 4), np.uint8)
+        rgba[:, :14, 3], rgba[:, 14:, :] = 255, 255
+        rgba[:2] = 0
+    elif case == "blank-black":
+        rgba = np.dstack([np.zeros((28, 28, 3), np.uint8), np.full((28, 28), 255, np.uint8)])
+    else:
+        rgba = np.full((28, 28, 4), 255, np.uint8)
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "x.png")
+    assert P.main([str(model_path), str(tmp_path / "x.png")]) == P.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert message in err and "x.png" in err, err
+
+
+def test_light_ink_on_transparent_still_reads_white_on_black(tmp_path, digits):
+    digit = digits[0][0]
+    rgba = np.zeros((28, 28, 4), np.uint8)
+    rgba[..., :3], rgba[..., 3] = 255, digit
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "light.png")
+    np.testing.assert_allclose(P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6)
+
+
+# ----------------------------------------------------------------- unreadable inputs (issue 14 §3)
+def _refuse_to_open(monkeypatch, target: Path):
+    """Make every open() of ``target`` raise PermissionError, as for a file this user may not read (tests run
+    as root, for whom chmod 000 changes nothing)."""
+    import builtins
+    import io
+
+    real_open = io.open
+
+    def guarded(file, *args, **kwargs):
+        if isinstance(file, (str, Path)) and Path(file) == target:
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded)
+    monkeypatch.setattr(io, "open", guarded)
+
+
+def test_permission_denied_is_an_input_error_with_exit_4(tmp_path, model_path, digits, monkeypatch, capsys):
+    Image.fromarray(digits[0][0]).save(tmp_path / "locked.png")
+    _refuse_to_open(monkeypatch, tmp_path / "locked.png")
+    assert P.main([str(model_path), str(tmp_path / "locked.png")]) == P.EXIT_INPUT
+    assert "permission denied" in capsys.readouterr().err
+
+
+def test_a_folder_given_as_an_image_is_reported_as_a_folder(tmp_path, model_path, capsys):
+    (tmp_path / "digits").mkdir()
+    assert P.main([str(model_path), str(tmp_path / "digits")]) == P.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "is a folder, not an image file" in err and "not found" not in err
+
+
+def test_each_image_file_is_opened_once(tmp_path, model_path, digits, monkeypatch, capsys):
+    import builtins
+    import io
+
+    Image.fromarray(digits[0][0]).save(tmp_path / "d.png")
+    np.save(tmp_path / "b.npy", digits[0][:2])
+    opened = []
+    real_open = io.open
+
+    def counting(file, *args, **kwargs):
+        opened.append(Path(file).name if isinstance(file, (str, Path)) else file)
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    monkeypatch.setattr(io, "open", counting)
+    assert P.main([str(model_path), str(tmp_path / "d.png"), str(tmp_path / "b.npy")]) == P.EXIT_OK
+    assert opened.count("d.png") == 1 and opened.count("b.npy") == 1, opened
+    capsys.readouterr()

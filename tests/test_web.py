@@ -1,0 +1,247 @@
+"""The same .onnx files in Node.js (ONNX Runtime Web, WebAssembly) and the MNIST preprocessing in JS and Python.
+
+* ``web/classify.mjs`` on all 10,000 test images for every MNIST file: same argmax as Python onnxruntime and
+  logits within 1e-4; corrupt, truncated, missing and non-classifier files exit non-zero with a clear message.
+* ``web/preprocess.js`` (the page's preprocessing, run under Node) against ``helpers.predict``'s on the same
+  drawings: within one grey level.
+* ``helpers.predict --preprocess mnist`` on drawings made from test digits (shifted, scaled, thick and thin
+  strokes, dark on light, dark on transparent, light on dark): accuracy close to the un-drawn digits.
+* ``helpers.webserver`` serves the page, the runtime (``.wasm`` as ``application/wasm``) and only the listed models.
+
+Node.js 18+ and ``npm ci`` (both part of ``make setup``) are required: without them these tests fail and say so.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from PIL import Image  # an independent PNG encoder for the drawings
+
+from helpers import predict as P
+from helpers.drawings import draw, variants
+from helpers.mnist import load_mnist
+from helpers.notebooks import require_artifact
+from helpers.paths import REPO_ROOT
+from helpers.webserver import ORT_DIST, PageServer
+
+CLASSIFY = REPO_ROOT / "web" / "classify.mjs"
+MNIST_FILES = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx", "mnist_cnn_pytorch.onnx"]
+
+
+@pytest.fixture(scope="module")
+def node():
+    path = shutil.which("node")
+    assert path, "Node.js is not on PATH: `make setup` installs it (Node 18 or newer)"
+    version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
+    assert int(version.lstrip("v").split(".")[0]) >= 18, f"Node.js 18 or newer is required, found {version}"
+    assert (ORT_DIST / "ort.node.min.mjs").is_file(), "onnxruntime-web is not installed: run `npm ci` (make setup)"
+    return path
+
+
+def run_node(node, *args, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([node, str(CLASSIFY), *map(str, args)], capture_output=True, text=True, cwd=REPO_ROOT,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def mnist():
+    return load_mnist()
+
+
+# --------------------------------------------------------------------------------------- parity
+@pytest.mark.parametrize("name", MNIST_FILES)
+def test_node_gives_python_onnxruntime_logits_on_all_test_images(node, mnist, tmp_path, name):
+    model = require_artifact(name)
+    np.save(tmp_path / "test.npy", mnist.x_test)  # uint8 [10000, 28, 28]: the script divides by 255
+    result = run_node(node, model, tmp_path / "test.npy")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    assert report["input"]["name"] == session.get_inputs()[0].name
+    assert report["output"]["name"] == session.get_outputs()[0].name
+    assert report["input"]["dims"] == [10_000, 1, 28, 28]
+    js = np.array(report["logits"], dtype=np.float32)
+    (py,) = session.run([report["output"]["name"]],
+                        {report["input"]["name"]: (mnist.x_test[:, None] / np.float32(255)).astype(np.float32)})
+    assert js.shape == py.shape == (10_000, 10)
+    np.testing.assert_array_equal(js.argmax(1), py.argmax(1))
+    np.testing.assert_allclose(js, py, rtol=0, atol=1e-4)
+    assert (js.argmax(1) == mnist.y_test).mean() > 0.97
+
+
+def test_node_times_batch_one(node, mnist, tmp_path):
+    np.save(tmp_path / "one.npy", mnist.x_test[:1])
+    result = run_node(node, require_artifact(MNIST_FILES[0]), tmp_path / "one.npy", "--time", 50)
+    assert result.returncode == 0, result.stderr
+    latency = json.loads(result.stdout)["latency_us"]
+    assert latency["runs"] == 50 and latency["median"] > 0
+
+
+# ------------------------------------------------------------------------------------ bad inputs
+def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path):
+    from onnx import TensorProto, helper, save
+
+    np.save(tmp_path / "x.npy", mnist.x_test[:2])
+    good = require_artifact(MNIST_FILES[0]).read_bytes()
+    (tmp_path / "text.onnx").write_text("this is not a protobuf")
+    (tmp_path / "cut.onnx").write_bytes(good[:len(good) // 3])
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    flat = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
+                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])])
+    flat_model = helper.make_model(flat, opset_imports=[helper.make_opsetid("", 17)])
+    flat_model.ir_version = 9
+    save(flat_model, tmp_path / "flat.onnx")
+    cases = {"text.onnx": "is not an ONNX model ONNX Runtime Web can load",
+             "cut.onnx": "is not an ONNX model ONNX Runtime Web can load",
+             "empty.onnx": "is not an ONNX model ONNX Runtime Web can load",
+             "absent.onnx": "model file not found",
+             "flat.onnx": "shaped [batch, 1, 28, 28], found [batch, 784]"}
+    for name, message in cases.items():
+        result = run_node(node, tmp_path / name, tmp_path / "x.npy")
+        assert result.returncode == 3 and message in result.stderr, (name, result.returncode, result.stderr)
+        assert result.stdout == "" and "at " not in result.stderr.splitlines()[-1]  # a message, not a stack trace
+
+
+def test_node_input_and_usage_errors(node, tmp_path):
+    model = require_artifact(MNIST_FILES[0])
+    np.save(tmp_path / "big.npy", np.zeros((2, 32, 32), np.uint8))
+    np.save(tmp_path / "int.npy", np.zeros((2, 28, 28), np.int64))
+    np.save(tmp_path / "blank.npy", np.zeros((1, 50, 50, 4), np.uint8))
+    (tmp_path / "text.npy").write_text("hello")
+    cases = [((model, tmp_path / "big.npy"), 4, "expected [N, 28, 28]"),
+             ((model, tmp_path / "int.npy"), 4, "dtype <i8 is not supported"),
+             ((model, tmp_path / "text.npy"), 4, "not a .npy file"),
+             ((model, tmp_path / "absent.npy"), 4, "file not found"),
+             ((model, tmp_path / "blank.npy", "--preprocess", "mnist"), 4, "no ink found"),
+             ((model, tmp_path / "big.npy", "--preprocess", "mnist"), 4, "expects uint8 RGBA drawings"),
+             ((model,), 2, "usage:"),
+             ((model, tmp_path / "big.npy", "--preprocess", "fancy"), 2, "usage:")]
+    for args, code, message in cases:
+        result = run_node(node, *args)
+        assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
+
+
+# ----------------------------------------------------------------------- preprocessing JS vs Python
+def python_input(png_path) -> np.ndarray:
+    """helpers.predict's path for a drawing: decode the PNG, find the ink, MNIST steps."""
+    gray = P.read_png(png_path)
+    return P.mnist_preprocess(P.find_ink(gray))
+
+
+def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp_path):
+    rng = np.random.default_rng(12)
+    drawings, pythons = [], []
+    for i, index in enumerate(rng.choice(len(mnist.x_test), 24, replace=False)):
+        kinds = variants(np.random.default_rng(i))
+        name = list(kinds)[i % len(kinds)]
+        if name == "light on dark":  # the page's canvas always holds dark strokes: not a JS case
+            name = "dark on transparent"
+        rgba = draw(mnist.x_test[index], **kinds[name])
+        Image.fromarray(rgba, "RGBA").save(tmp_path / f"d{i}.png")
+        drawings.append(rgba)
+        pythons.append(python_input(tmp_path / f"d{i}.png"))
+    np.save(tmp_path / "drawings.npy", np.stack(drawings))
+    result = run_node(node, require_artifact(MNIST_FILES[0]), tmp_path / "drawings.npy", "--preprocess", "mnist",
+                      "--show-input")
+    assert result.returncode == 0, result.stderr
+    js = np.array(json.loads(result.stdout)["inputs"], dtype=np.float32).reshape(-1, 28, 28)
+    python = np.stack(pythons)
+    assert js.shape == python.shape == (24, 28, 28)
+    assert np.abs(js - python).max() <= 1 / 255, np.abs(js - python).max()
+    assert (python.reshape(24, -1).max(1) > 0.5).all()  # real digits, not empty fields
+
+
+def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_path):
+    """All three centring choices of the JS and the Python code on one drawing, through the CLI's helpers."""
+    digit = mnist.x_test[0]
+    rgba = draw(digit, shift=(30, -40))
+    Image.fromarray(rgba, "RGBA").save(tmp_path / "d.png")
+    ink = P.find_ink(P.read_png(tmp_path / "d.png"))
+    for centre in ("mass", "box", "none"):
+        image = P.mnist_preprocess(ink, centre=centre)
+        assert image.shape == (28, 28) and image.dtype == np.float32 and 0 <= image.min() and image.max() <= 1
+    with pytest.raises(P.InputError, match="no ink found"):
+        P.mnist_preprocess(np.zeros((50, 60)))
+    with pytest.raises(P.InputError, match="mid-gray"):
+        P.find_ink(np.full((40, 40), 0.5))
+
+
+# ---------------------------------------------------------------------- --preprocess mnist accuracy
+def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
+    """Drawn digits classified through the CLI almost as well as the un-drawn digits themselves."""
+    model = require_artifact(MNIST_FILES[0])
+    rng = np.random.default_rng(4)
+    picked = rng.choice(len(mnist.x_test), 80, replace=False)
+    labels = mnist.y_test[picked]
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    undrawn = (session.run(None, {"image": (mnist.x_test[picked, None] / 255.0).astype(np.float32)})[0].argmax(1)
+               == labels).mean()
+    names = list(variants(rng))
+    files = []
+    for k, index in enumerate(picked):
+        kinds = variants(np.random.default_rng(k))
+        for v, name in enumerate(names):
+            path = tmp_path / f"{k:02d}_{v}.png"
+            Image.fromarray(draw(mnist.x_test[index], **kinds[name]), "RGBA").save(path)
+            files.append(path.name)
+    result = subprocess.run([sys.executable, "-m", "helpers.predict", str(model), *files, "--preprocess", "mnist",
+                             "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert result.returncode == 0, result.stderr
+    predicted = np.array([p["class"] for p in json.loads(result.stdout)["predictions"]]).reshape(len(picked),
+                                                                                               len(names))
+    accuracy = {name: (predicted[:, v] == labels).mean() for v, name in enumerate(names)}
+    summary = f"un-drawn {undrawn:.1%}, drawn: " + ", ".join(f"{k} {a:.1%}" for k, a in accuracy.items())
+    print(summary)
+    assert min(accuracy.values()) >= undrawn - 0.10, summary
+    assert np.mean(list(accuracy.values())) >= undrawn - 0.05, summary
+
+
+def test_predict_preprocess_mnist_refuses_empty_and_conflicting_options(tmp_path, capsys):
+    model = str(require_artifact(MNIST_FILES[0]))
+    Image.fromarray(np.full((100, 120), 255, np.uint8)).save(tmp_path / "white.png")
+    Image.fromarray(np.zeros((100, 120, 4), np.uint8), "RGBA").save(tmp_path / "clear.png")
+    assert P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
+    assert "no ink found" in capsys.readouterr().err
+    assert P.main([model, str(tmp_path / "clear.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
+    assert "fully transparent" in capsys.readouterr().err
+    assert P.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT  # without --preprocess: wrong size
+    assert "drawings of any size need --preprocess mnist" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist", "--invert"])
+    assert exit_info.value.code == P.EXIT_USAGE
+    assert "drop --invert" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ the server
+def test_page_server_serves_page_runtime_and_listed_models_only():
+    name = MNIST_FILES[0]
+    require_artifact(name)
+    with PageServer([{"label": "PyTorch MLP", "file": name}]) as server:
+        def get(path):
+            with urllib.request.urlopen(server.url + path, timeout=10) as response:
+                return response.status, response.headers["Content-Type"], response.read()
+
+        assert server.url.startswith("http://127.0.0.1:")
+        status, kind, body = get("")
+        assert status == 200 and kind.startswith("text/html") and b'src="app.js"' in body
+        status, kind, body = get("ort/ort-wasm-simd-threaded.wasm")
+        assert kind == "application/wasm" and body[:4] == b"\x00asm"
+        assert get("preprocess.js")[1].startswith("text/javascript")
+        assert json.loads(get("models.json")[2]) == [{"label": "PyTorch MLP", "url": f"models/{name}"}]
+        assert get(f"models/{name}")[2] == require_artifact(name).read_bytes()
+        for path in ("models/mnist_mlp_keras.onnx", "ort/../../../README.md", "../README.md", "nothing.js"):
+            with pytest.raises(urllib.error.HTTPError) as error:
+                get(path)
+            assert error.value.code == 404, path
+    with pytest.raises(OSError):  # stopped: nothing listens any more
+        urllib.request.urlopen(server.url, timeout=2)
+    with pytest.raises(FileNotFoundError, match="no file artifacts/absent.onnx"):
+        PageServer([{"label": "x", "file": "absent.onnx"}])
