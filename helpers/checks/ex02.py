@@ -35,6 +35,10 @@ def check_fixed_batch(answer):
     (logits,) = session.run([session.get_outputs()[0].name], {name: images})
     if logits.shape != (32, 10):
         raise Wrong(f"expected logits of shape (32, 10) for a batch of 32, got {logits.shape}")
+    want = _reference_logits(images)
+    if not np.allclose(logits, want, **TOLERANCE):
+        raise Wrong(f"expected the logits of mnist_mlp_keras.onnx (rtol/atol 1e-4), got a max difference of "
+                    f"{np.abs(logits - want).max():.3g}; did you export the trained `model` of section 1?")
     try:
         session.run(None, {name: images[:7]})
     except Exception as err:  # onnxruntime raises its InvalidArgument type here
@@ -46,54 +50,59 @@ def check_fixed_batch(answer):
             "10,000 images at once fail the same way: callers must split into batches of exactly 32 (and pad the last)"]
 
 
-def _contract_problems(model) -> list[str]:
-    """Differences between ``model``'s interface and the MNIST file contract."""
-    problems = []
-    inputs = [(v.name, dims(v), v.type.tensor_type.elem_type) for v in model.graph.input]
-    outputs = [(v.name, dims(v), v.type.tensor_type.elem_type) for v in model.graph.output]
-    if inputs != [("image", ["batch", 1, 28, 28], 1)]:
-        problems.append(f"expected input ('image', ['batch', 1, 28, 28], float32), got "
-                        f"{[(n, d) for n, d, _ in inputs]}")
-    if outputs != [("logits", ["batch", 10], 1)]:
-        problems.append(f"expected output ('logits', ['batch', 10], float32), got "
-                        f"{[(n, d) for n, d, _ in outputs]}")
-    return problems
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return exp / exp.sum(axis=1, keepdims=True)
 
 
-def check_keras_export(answer):
-    import onnx
-
-    from helpers.notebooks import require_artifact
-
+def check_temperature(answer):
     path = as_model_path(answer)
-    model = load_model(path)
-    problems = _contract_problems(model)
-    if problems:
-        raise Wrong("; ".join(problems) + " (rename the output on its node and on graph.output, and set "
-                    "dim_param = 'batch' on both)")
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except Exception as err:  # onnx raises ValidationError / InferenceError
-        raise Wrong(f"onnx.checker refuses the file: {err}") from err
-    reference = onnx.load(require_artifact("mnist_mlp_keras.onnx"), load_external_data=False)
-    want_meta = {p.key: p.value for p in reference.metadata_props}
-    got_meta = {p.key: p.value for p in model.metadata_props}
-    if got_meta.get("contract") != want_meta["contract"]:
-        raise Wrong(f"expected metadata_props['contract'] to be the contract text of notebook 01, word for word; "
-                    f"got {got_meta.get('contract')!r}")
-    images, labels = test_images(1000)
     session = _session(path)
-    (got,) = session.run(["logits"], {"image": images})
-    want = _reference_logits(images)
-    if not np.allclose(got, want, **TOLERANCE):
-        raise Wrong(f"expected the same logits as mnist_mlp_keras.onnx (rtol/atol 1e-4), got a max difference of "
-                    f"{np.abs(got - want).max():.3g}; did you export the trained `model` of section 1?")
-    session.run(["logits"], {"image": images[:7]})  # any batch size
-    producer = f"{model.producer_name} {model.producer_version}".strip()
-    return [f"contract names, shared 'batch' dimension and metadata are right (producer {producer!r})",
-            f"same logits as the from_function file on 1000 test images (max |diff| {np.abs(got - want).max():.1e}), "
-            f"accuracy {(got.argmax(1) == labels).mean():.1%}",
-            "both routes end in tf2onnx.convert.from_function; only the names needed fixing"]
+    inputs = {i.name: i for i in session.get_inputs()}
+    outputs = [o.name for o in session.get_outputs()]
+    if sorted(inputs) != ["image", "temperature"]:
+        raise Wrong(f"expected two inputs named 'image' and 'temperature' (the TensorSpecs' names), got {sorted(inputs)}")
+    if sorted(outputs) != ["logits", "probabilities"]:
+        hint = ": return a dict {'logits': ..., 'probabilities': ...}, its keys name the outputs" if any(
+            ":" in name for name in outputs) else ""
+        raise Wrong(f"expected two outputs named 'logits' and 'probabilities', got {outputs}{hint}")
+    image, temperature = inputs["image"], inputs["temperature"]
+    if image.type != "tensor(float)" or len(image.shape) != 4 or image.shape[1:] != [1, 28, 28] or isinstance(
+            image.shape[0], int):
+        raise Wrong(f"expected 'image' as in the contract, float32 [batch, 1, 28, 28] with a dynamic batch, got "
+                    f"{image.type} {image.shape}")
+    if temperature.type != "tensor(float)" or temperature.shape != []:
+        raise Wrong(f"expected 'temperature' to be one float32 number, shape [] (tf.TensorSpec((), tf.float32)), "
+                    f"got {temperature.type} {temperature.shape}")
+    images, _ = test_images(1000)
+    want_logits = _reference_logits(images)
+    for t in (0.5, 1.0, 3.0):
+        try:
+            got = dict(zip(outputs, session.run(outputs, {"image": images, "temperature": np.array(t, np.float32)})))
+        except Exception as err:  # onnxruntime raises its own exception types (InvalidArgument, Fail, ...)
+            raise Wrong(f"expected the file to run on 1000 test images at temperature {t}, got "
+                        f"{type(err).__name__}: {err}") from err
+        if not np.allclose(got["logits"], want_logits, **TOLERANCE):
+            raise Wrong(f"expected 'logits' to be the logits of mnist_mlp_keras.onnx, got a max difference of "
+                        f"{np.abs(got['logits'] - want_logits).max():.3g}; did you export the trained `model`?")
+        probabilities = got["probabilities"]
+        if np.allclose(probabilities, _softmax(want_logits / t), atol=1e-5):
+            continue
+        if t != 1.0 and np.allclose(probabilities, _softmax(want_logits * t), atol=1e-5):
+            raise Wrong(f"at temperature {t} your probabilities are softmax(logits * {t}): divide the logits by the "
+                        "temperature instead")
+        if t != 1.0 and np.allclose(probabilities, _softmax(want_logits), atol=1e-5):
+            raise Wrong(f"temperature {t} changes nothing: the probabilities are softmax(logits); divide the logits "
+                        "by the temperature before the softmax")
+        if not np.allclose(probabilities.sum(axis=1), 1.0, atol=1e-4):
+            raise Wrong(f"expected probabilities that sum to 1 for each image, got sums from "
+                        f"{probabilities.sum(axis=1).min():.3g} to {probabilities.sum(axis=1).max():.3g}: a softmax "
+                        "over the 10 classes")
+        raise Wrong(f"at temperature {t} expected softmax(logits / {t}), got a max difference of "
+                    f"{np.abs(probabilities - _softmax(want_logits / t)).max():.3g}")
+    return ["two inputs ('image', a scalar 'temperature') and two named outputs: one signature, one dict",
+            "'probabilities' equals softmax(logits / temperature) at temperatures 0.5, 1 and 3",
+            "dividing by a positive number keeps the order of the logits: the predicted digit never changes"]
 
 
 def check_uint8_input(answer):
@@ -137,6 +146,6 @@ def check_uint8_input(answer):
 # exercise id -> checker (helpers.exercises.check looks answers up here)
 CHECKS = {
     "02.1": check_fixed_batch,
-    "02.2": check_keras_export,
+    "02.2": check_temperature,
     "02.3": check_uint8_input,
 }
