@@ -1,0 +1,75 @@
+"""Time the Keras MLP in a process of its own, for notebook 06: ``python -m helpers.keras_timing FILE.onnx``.
+
+TensorFlow stays out of the notebook's process: with these builds (torch 2.14.1, tensorflow 2.21.0), once
+TensorFlow is loaded PyTorch's convolution backward pass crashes the process, and TensorFlow's thread pools would
+compete with the runtimes timed there. This rebuilds notebook 02's Keras MLP from the weights in its ``.onnx`` file
+(tf2onnx writes each Dense layer as ``MatMul`` then ``Add``), checks it gives ONNX Runtime's logits, times
+``model(x, training=False)`` with ``helpers.benchmark.time_by_batch`` and prints one JSON object.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def dense_weights(model) -> list:
+    """[W [in, out], b [out]] of each MatMul + Add pair, in graph order."""
+    from onnx import numpy_helper
+
+    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    arrays = []
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and node.input[1] in constants:
+            arrays.append(constants[node.input[1]])
+        elif node.op_type == "Add" and len(arrays) % 2 == 1:  # the bias right after a MatMul
+            arrays.append(next(constants[name] for name in node.input if name in constants))
+    return arrays
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m helpers.keras_timing", description=__doc__)
+    parser.add_argument("model", help="the Keras MLP's .onnx file (artifacts/mnist_mlp_keras.onnx)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 256])
+    parser.add_argument("--min-time-s", type=float, default=0.4)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # quiet TensorFlow's CUDA-not-found lines
+
+    import keras
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import tensorflow as tf
+
+    from helpers.benchmark import time_by_batch
+    from helpers.mnist import load_mnist
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    arrays = dense_weights(onnx.load(args.model))
+    model = keras.Sequential([keras.Input(shape=(1, 28, 28)),
+                              keras.layers.Rescaling(1 / 0.3081, offset=-0.1307 / 0.3081),  # the contract's (x - mean) / std
+                              keras.layers.Flatten()]
+                             + [keras.layers.Dense(w.shape[1], activation="relu") for w in arrays[0:-2:2]]
+                             + [keras.layers.Dense(arrays[-2].shape[1])])
+    model.set_weights(arrays)
+
+    data = load_mnist()
+    x_test = data.x_test[:, None].astype(np.float32) / 255.0
+    logits = model(x_test, training=False).numpy()
+    reference = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"]).run(None, {"image": x_test})[0]
+    inputs = {b: tf.convert_to_tensor(x_test[:b]) for b in args.batch_sizes}  # converted before timing
+    print(json.dumps({
+        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+        "max_abs_diff_vs_onnxruntime": float(np.abs(logits - reference).max()),
+        "accuracy": float((logits.argmax(1) == data.y_test).mean()),
+        "size_bytes": int(sum(w.nbytes for w in arrays)),
+        "latency_us": time_by_batch(lambda x: model(x, training=False), inputs, min_time_s=args.min_time_s),
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
