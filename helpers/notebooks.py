@@ -45,8 +45,14 @@ def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 36
 
 def run_notebook(name: str, timeout: int = 3600) -> None:
     """Execute ``notebooks/<name>`` headlessly (to rebuild what it writes), reporting its run time."""
+    import nbclient.exceptions
+
     print(f"running {name} to rebuild what it writes ...", flush=True)
-    _, seconds = execute_notebook(NOTEBOOKS / name, timeout=timeout)
+    try:
+        _, seconds = execute_notebook(NOTEBOOKS / name, timeout=timeout)
+    except nbclient.exceptions.CellExecutionError as err:  # its message holds the failing cell and traceback
+        raise RuntimeError(f"{name} failed while rebuilding what it writes (open it and run it to fix "
+                           f"it):\n{err}") from err
     print(f"... {name} finished in {seconds:.0f} s", flush=True)
 
 

@@ -25,9 +25,11 @@ Intro text.
 
 ## The notebooks
 
+<!-- series-table:start -->
 | notebook | what it teaches | run time here |
 |---|---|---|
 | [old](notebooks/old.ipynb) | hand-written | 1 min |
+<!-- series-table:end -->
 
 Text after the table.
 
@@ -176,7 +178,7 @@ def test_teaches_and_run_time_come_from_the_notebook(tiny_series):
     series.sync(tiny_series)
     entries = series.read_series(tiny_series / "notebooks")
     assert [e.teaches for e in entries] == ["Open a `thing` and look inside it.", "an override", "Run | the thing."]
-    assert "| an override | 2.1 min |" in (tiny_series / "README.md").read_text()
+    assert re.search(r"\| an override \| \d+ / \d+ min \| 2\.1 min \|", (tiny_series / "README.md").read_text())
     assert series.format_run_time(None) == "not measured yet"
     assert series.format_run_time(0.2) == "1 s" and series.format_run_time(42.4) == "42 s"
 
@@ -193,11 +195,39 @@ def test_bad_titles_are_reported_clearly(tiny_series):
         series.read_series(tiny_series / "notebooks")
 
 
-def test_readme_with_one_marker_only_is_an_error(tiny_series):
+@pytest.mark.parametrize("drop", [series.TABLE_END, "<!-- series-table:start -->"])
+def test_readme_without_both_markers_is_an_error(tiny_series, drop):
     readme = tiny_series / "README.md"
-    readme.write_text(README.replace("| notebook |", series.TABLE_START + " -->\n| notebook |"))
-    with pytest.raises(series.SeriesError, match="only one of the markers"):
+    readme.write_text(README.replace(drop, ""))
+    with pytest.raises(series.SeriesError, match="expected the markers"):
         series.sync(tiny_series)
+    assert readme.read_text() == README.replace(drop, "")
+
+
+def test_reading_time_counts_prose_and_code_of_the_core_path_and_of_the_whole(tiny_series):
+    path = tiny_series / "notebooks" / "01_export_things.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [nb.cells[0],
+                new_markdown_cell("## 1. Export\n\n" + "word " * 397),           # 400 words
+                new_code_cell("\n".join(f"x{i} = {i}" for i in range(18)) + "\n\n\n"),  # 18 lines, blanks skipped
+                new_markdown_cell("## Summary\n\n" + "word " * 198 + "\n\n## Going deeper\n\n" + "deep " * 197),
+                new_code_cell("\n".join(["y = 1"] * 10)),
+                new_markdown_cell("## Exercises\n\n" + "more " * 98)]
+    first_words = len(nb.cells[0].source.split())
+    nbformat.write(nb, path)
+    expected_core = (first_words + 400 + 200) / 200 + 18 / 10
+    expected_whole = expected_core + 200 / 200 + 10 / 10 + 100 / 200
+    assert series.reading_minutes(nb) == pytest.approx((expected_core, expected_whole))
+    series.sync(tiny_series)  # nav cells do not count
+    entry = series.read_entry(path)
+    assert entry.reading_min == pytest.approx((expected_core, expected_whole))
+    row = series.format_reading(entry.reading_min)
+    assert row == f"{round(expected_core)} / {round(expected_whole)} min"
+    readme = (tiny_series / "README.md").read_text()
+    assert f"| Export a thing. | {row} | not measured yet |" in readme
+    assert "200 words of prose and 10 lines of code per minute" in readme.split(series.TABLE_START)[1]
+    no_deeper = series.read_entry(tiny_series / "notebooks" / "00_open_things.ipynb").reading_min
+    assert no_deeper[0] == no_deeper[1] > 0
 
 
 def test_html_index_without_executing(tiny_series):
@@ -224,25 +254,21 @@ def test_html_index_without_executing(tiny_series):
     assert snapshot(tiny_series / "notebooks") == notebooks_before, "html must not touch the notebooks"
 
 
-def test_time_and_html_execute_in_fresh_kernels(tiny_series):
-    """The real thing on tiny notebooks: `time` records wall times, `html` embeds outputs."""
+def test_html_record_times_executes_in_fresh_kernels(tiny_series):
+    """The real thing on tiny notebooks: `html --record-times` embeds outputs and records wall times."""
     make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things", "Export a thing.",
                   code="import time\ntime.sleep(0.5)\nprint('exported', 6 * 7)")
-    result = cli(tiny_series, "time", "01_export_things.ipynb")
-    assert result.returncode == 0, result.stdout + result.stderr
-    entries = {e.number: e for e in series.read_series(tiny_series / "notebooks")}
-    assert entries["01"].run_time_s >= 0.5 and entries["00"].run_time_s is None
-    nb = nbformat.read(entries["01"].path, as_version=4)
-    assert all(c.get("outputs", []) == [] for c in nb.cells), "time must leave the notebook stripped"
-    assert series.check(tiny_series) == ""
-
-    result = cli(tiny_series, "html", "--out", "build/site", "--record-times")  # one run serves both
+    result = cli(tiny_series, "html", "--out", "build/site", "--record-times")
     assert result.returncode == 0, result.stderr
     page = (tiny_series / "build" / "site" / "01_export_things.html").read_text()
     assert "exported 42" in page
-    assert all(e.run_time_s is not None for e in series.read_series(tiny_series / "notebooks"))
+    entries = {e.number: e for e in series.read_series(tiny_series / "notebooks")}
+    assert entries["01"].run_time_s >= 0.5 and all(e.run_time_s is not None for e in entries.values())
+    nb = nbformat.read(entries["01"].path, as_version=4)
+    assert all(c.get("outputs", []) == [] for c in nb.cells), "recording must leave the notebook stripped"
     assert "not measured" not in (tiny_series / "README.md").read_text()
     assert series.check(tiny_series) == ""
+    assert cli(tiny_series, "html", "--no-execute", "--record-times").returncode == 2  # nothing to record
 
 
 def test_failing_notebook_keeps_the_previous_html_build(tiny_series):

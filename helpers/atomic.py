@@ -1,0 +1,117 @@
+"""Files and folders that are complete or absent, never half-written.
+
+* ``atomic_path(dest)``: yields a temporary file beside ``dest``, renamed onto it when the block succeeds.
+* ``atomic_dir(dest)``: yields an empty temporary folder that replaces ``dest`` whole when the block succeeds.
+* ``cached_dir(dest, build, ready)``: ``dest`` if ``ready(dest)``, else built once with ``build(folder)``.
+
+A folder is built in ``.NAME.tmp`` beside ``NAME``, renamed ``.NAME.new`` once complete, then swapped in
+(``NAME`` -> ``.NAME.old``, ``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted), all under an exclusive lock on
+``.NAME.lock``. Whoever takes the lock next first tidies up after a process killed at any of these steps:
+it finishes the swap if ``.NAME.new`` exists (it is complete) and deletes ``.NAME.tmp`` and ``.NAME.old``.
+A second process building the same folder waits for the lock, then finds the first one's result ready.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Callable, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``dest``; rename it onto ``dest`` only if the block succeeds."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
+    os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # usual permissions (umask applies)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb") as written:
+            os.fsync(written.fileno())  # the bytes are on disk before the name points at them
+        os.replace(tmp_path, dest)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def _staging(dest: Path) -> tuple[Path, Path, Path]:
+    return tuple(dest.with_name(f".{dest.name}.{state}") for state in ("tmp", "new", "old"))
+
+
+def _remove(folder: Path) -> None:
+    if folder.is_dir():
+        shutil.rmtree(folder)
+
+
+def _swap_in(new: Path, dest: Path, old: Path) -> None:
+    _remove(old)
+    if dest.exists():
+        os.rename(dest, old)
+    os.rename(new, dest)
+    _remove(old)
+
+
+@contextlib.contextmanager
+def _locked(dest: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``.NAME.lock`` (deleted on release), after tidying a killed builder's leftovers."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lock = dest.with_name(f".{dest.name}.lock")
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break  # the file we locked is still the lock (its previous holder did not delete it meanwhile)
+        os.close(fd)
+    try:
+        tmp, new, old = _staging(dest)
+        _remove(tmp)
+        if new.is_dir():  # complete, but its swap was interrupted: finish it
+            _swap_in(new, dest, old)
+        _remove(old)
+        for legacy in dest.parent.glob(f".{dest.name}.old-*"):  # left by this module's first version
+            _remove(legacy)
+        yield
+    finally:
+        os.unlink(lock)
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _staged(dest: Path, ready: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    tmp, new, old = _staging(dest)
+    tmp.mkdir()
+    try:
+        yield tmp
+        if ready is not None and not ready(tmp):
+            raise RuntimeError(f"building {dest} finished without what {getattr(ready, '__name__', ready)} needs")
+    except BaseException:
+        _remove(tmp)
+        raise
+    os.rename(tmp, new)
+    _swap_in(new, dest, old)
+
+
+@contextlib.contextmanager
+def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``dest``; it replaces ``dest`` whole only if the block succeeds."""
+    dest = Path(dest)
+    with _locked(dest), _staged(dest) as tmp:
+        yield tmp
+
+
+def cached_dir(dest: str | os.PathLike, build: Callable[[Path], None],
+               ready: Callable[[Path], bool] = Path.is_dir) -> Path:
+    """``dest``, first built with ``build(empty_folder)`` unless ``ready(dest)``; ``ready`` must hold for the
+    build too. Of two processes asking at once, one builds and the other waits, then uses that build."""
+    dest = Path(dest)
+    if ready(dest) and not any(p.exists() for p in (*_staging(dest), dest.with_name(f".{dest.name}.lock"))):
+        return dest  # the usual case, which needs no write access (a class may share a read-only cache)
+    with _locked(dest):
+        if not ready(dest):
+            with _staged(dest, ready) as tmp:
+                build(tmp)
+    return dest
