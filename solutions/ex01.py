@@ -3,12 +3,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
+def trained_mlp():
+    """The notebook's MnistMLP with the trained weights, read back from artifacts/mnist_mlp_pytorch.onnx.
 
-def _mlp():
+    In the notebook ``model`` is already there; a solution file has to rebuild it.
+    """
+    import onnx
     import torch
+    from onnx import numpy_helper
     from torch import nn
+
+    from helpers.notebooks import require_artifact
 
     class MnistMLP(nn.Module):  # the notebook's class, repeated so the solution stands alone
         def __init__(self):
@@ -21,51 +27,59 @@ def _mlp():
         def forward(self, image):
             return self.layers((image - self.mean) / self.std)
 
-    torch.manual_seed(0)
-    return MnistMLP().eval()
+    model = MnistMLP()
+    weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
+               for init in onnx.load(require_artifact("mnist_mlp_pytorch.onnx")).graph.initializer}
+    model.load_state_dict({name: weights[name] for name in model.state_dict()})
+    return model.eval()
 
 
 def solve_1(workdir: Path):
+    """No dynamic_shapes: every dimension is fixed to the dummy's, here a batch of 7."""
     import torch
 
-    path = Path(workdir) / "mlp_static.onnx"
-    torch.onnx.export(_mlp(), (torch.zeros(1, 1, 28, 28),), path, input_names=["image"],
+    path = Path(workdir) / "mlp_batch7.onnx"
+    torch.onnx.export(trained_mlp(), (torch.zeros(7, 1, 28, 28),), path, input_names=["image"],
                       output_names=["logits"], dynamo=True, external_data=False)
     return path
 
 
 def solve_2(workdir: Path):
+    """Two forward arguments: two dummies in the tuple, two names, one dynamic_shapes entry each."""
     import torch
+    from torch import nn
 
-    path = Path(workdir) / "mlp_external.onnx"
-    torch.onnx.export(_mlp(), (torch.zeros(1, 1, 28, 28),), path, input_names=["image"],
-                      output_names=["logits"], dynamo=True, dynamic_shapes=({0: "batch"},), external_data=True)
+    class WithTemperature(nn.Module):
+        def __init__(self, mlp):
+            super().__init__()
+            self.mlp = mlp
+
+        def forward(self, image, temperature):
+            return torch.softmax(self.mlp(image) / temperature, dim=-1)
+
+    path = Path(workdir) / "mlp_temperature.onnx"
+    torch.onnx.export(WithTemperature(trained_mlp()).eval(), (torch.zeros(1, 1, 28, 28), torch.ones(1, 1)), path,
+                      input_names=["image", "temperature"], output_names=["probabilities"], dynamo=True,
+                      dynamic_shapes=({0: "batch"}, {0: "batch"}), external_data=False)
     return path
 
 
 def solve_3(workdir: Path):
-    import onnxruntime as ort
+    """The loop and the `if` become one torch.where over the whole batch."""
     import torch
     from torch import nn
 
-    from helpers.mnist import load_mnist
+    class Abstain(nn.Module):
+        def __init__(self, mlp, threshold=0.9):
+            super().__init__()
+            self.mlp, self.threshold = mlp, threshold
 
-    data = load_mnist()
-    x = torch.tensor(data.x_train).unsqueeze(1).float() / 255  # a copy: the cached arrays are read-only
-    y = torch.tensor(data.y_train).long()
-    model = _mlp().train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
-    for i in range(0, len(x), 128):
-        idx = order[i:i + 128]
-        loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    model.eval()
-    path = Path(workdir) / "mlp_one_epoch.onnx"
-    torch.onnx.export(model, (torch.zeros(1, 1, 28, 28),), path, input_names=["image"], output_names=["logits"],
-                      dynamo=True, dynamic_shapes=({0: "batch"},), external_data=False)
-    images = (data.x_test.astype(np.float32) / 255)[:, None]
-    logits = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["logits"], {"image": images})[0]
-    return path, float((logits.argmax(1) == data.y_test).mean())
+        def forward(self, image):
+            logits = self.mlp(image)
+            sure = logits.softmax(-1).max(dim=-1, keepdim=True).values >= self.threshold
+            return torch.where(sure, logits, torch.zeros_like(logits))
+
+    path = Path(workdir) / "mlp_abstain.onnx"
+    torch.onnx.export(Abstain(trained_mlp()).eval(), (torch.zeros(1, 1, 28, 28),), path, input_names=["image"],
+                      output_names=["logits"], dynamo=True, dynamic_shapes=({0: "batch"},), external_data=False)
+    return path
