@@ -58,3 +58,61 @@ def test_ci_runs_exactly_the_readme_test_command():
     ci = [l.strip() for l in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
           if l.strip() and not l.startswith("#") and not l.startswith(("set ", "cd "))]
     assert ci == ["make test"], ci
+
+
+def test_a_non_editable_install_carries_every_helpers_package(tmp_path):
+    """Build the wheel `pip install .` would install and compare it with the packages in the source tree."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    source = tmp_path / "src"  # a copy: building in the repository would leave build/ behind
+    shutil.copytree(REPO_ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO_ROOT / "pyproject.toml", source)
+    result = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                             "--disable-pip-version-check", "-q", "-w", str(tmp_path), str(source)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (wheel,) = tmp_path.glob("onnx_pdf_helpers-*.whl")
+    packaged = {n.rsplit("/", 1)[0] for n in zipfile.ZipFile(wheel).namelist() if n.endswith("/__init__.py")}
+    in_tree = {p.parent.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "helpers").rglob("__init__.py")}
+    assert packaged == in_tree, f"missing from the wheel: {sorted(in_tree - packaged)}"
+    assert "helpers/checks" in packaged
+
+
+def imported_modules() -> dict[str, set[str]]:
+    """Top-level modules imported anywhere in the project's Python (helpers, solutions, tests, notebooks),
+    standard library and the project's own packages left out: {module: {files importing it}}."""
+    import ast
+    import sys
+
+    import nbformat
+
+    sources = {p: p.read_text() for folder in ("helpers", "solutions", "tests") for p in (REPO_ROOT / folder).rglob("*.py")}
+    for path in (REPO_ROOT / "notebooks").glob("*.ipynb"):
+        cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        sources[path] = "\n".join(l for cell in cells for l in cell.splitlines() if not l.lstrip().startswith(("%", "!")))
+    own = {"helpers", "solutions", "tests", "conftest"} | {p.stem for p in (REPO_ROOT / "tests").glob("*.py")}
+    found: dict[str, set[str]] = {}
+    for path, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for top in {n.split(".")[0] for n in names} - own - set(sys.stdlib_module_names):
+                found.setdefault(top, set()).add(path.relative_to(REPO_ROOT).as_posix())
+    return found
+
+
+def test_every_imported_package_is_pinned_in_requirements():
+    from packaging.utils import canonicalize_name
+
+    pinned = {canonicalize_name(PIN.match(l)["name"]) for l in requirement_lines()}
+    providers = metadata.packages_distributions()
+    unpinned = {module: sorted(files) for module, files in imported_modules().items()
+                if not {canonicalize_name(d) for d in providers.get(module, [])} & pinned}
+    assert not unpinned, f"imported but not pinned in requirements.txt (module: files): {unpinned}"
