@@ -1,4 +1,4 @@
-"""Checks for the exercises of notebook 05 (quantization and benchmarks).
+"""Checks for the exercises of notebook 05 (quantization).
 
 Every verdict comes from measuring the learner's files against the notebook's fp32 files: which layers read
 ``DequantizeLinear`` outputs, file sizes, accuracy on all 10,000 test digits. A check confirms what the learner
@@ -7,7 +7,6 @@ kernel as it found it (no logging or output changes).
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import tempfile
 from pathlib import Path
@@ -23,23 +22,9 @@ MAX_DROP_PP = 1.0       # the notebook's gate for static int8 and 4-bit files, i
 DENSE = ("Gemm", "MatMul")
 
 
-def _session(path, threads: int = 2):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # as in the notebook's benchmark
-    return open_session(path, options)
-
-
-@functools.lru_cache(maxsize=1)
-def _test_set():
-    return test_images(10_000)
-
-
 def _accuracy(path) -> float:
-    images, labels = _test_set()
-    session = _session(path)
+    images, labels = test_images(10_000)
+    session = open_session(path)
     name = session.get_inputs()[0].name
     logits = np.concatenate([session.run(None, {name: images[i:i + 1000]})[0] for i in range(0, len(images), 1000)])
     if logits.shape != (10_000, 10):

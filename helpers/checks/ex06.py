@@ -98,14 +98,13 @@ def _reference_macs(path) -> int:
     return int(macs)
 
 
-def _weights_only(path) -> int:
+def _weight_count(path, op_types=("Conv", "Gemm", "MatMul")) -> int:
     import onnx
     from onnx import numpy_helper
 
     model = onnx.load(path)
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return int(sum(weights[n.input[1]].size for n in model.graph.node
-                   if n.op_type in ("Conv", "Gemm", "MatMul") and n.input[1] in weights))
+    sizes = {t.name: numpy_helper.to_array(t).size for t in model.graph.initializer}
+    return int(sum(sizes[n.input[1]] for n in model.graph.node if n.op_type in op_types and n.input[1] in sizes))
 
 
 def _small_cnn(path: Path) -> Path:
@@ -145,26 +144,16 @@ def check_macs(answer):
                 raise Wrong(f"expected macs_per_image(path) to run on {what}; it raised {type(err).__name__}: {err}") from err
             if not isinstance(got, Real) or float(got) != int(got):
                 raise Wrong(f"expected a whole number of multiply-adds for {what}, got {got!r}")
-            want, weights = _reference_macs(path), _weights_only(path)
+            want, weights = _reference_macs(path), _weight_count(path)
             if int(got) != want:
                 hint = (" (that is the number of weights: a convolution applies each weight at every output position)"
                         if int(got) == weights and want != weights else
-                        " (the Conv layers are missing)" if int(got) == _dense_macs(path) else
+                        " (the Conv layers are missing)" if int(got) == _weight_count(path, ("Gemm", "MatMul")) else
                         " (count output positions: after stride and padding a 3×3 stride-2 convolution of 28×28 "
                         "gives 14×14)")
                 raise Wrong(f"{what}: expected {want:,} multiply-adds per image, got {int(got):,}{hint}")
             details.append(f"{what}: {want:,} multiply-adds per image for {weights:,} weights")
     return details
-
-
-def _dense_macs(path) -> int:
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(path)
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return int(sum(weights[n.input[1]].size for n in model.graph.node
-                   if n.op_type in ("Gemm", "MatMul") and n.input[1] in weights))
 
 
 # exercise id -> checker (helpers.exercises.check looks answers up here)
