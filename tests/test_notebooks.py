@@ -48,3 +48,11 @@ def test_follows_the_series_skeleton(path):
     assert re.search(r"^## 1\. ", markdown, re.M), f"{path.name}: numbered sections missing"
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert "assert" in code, f"{path.name} checks nothing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
+def test_at_most_40_cells_besides_navigation(path):
+    """A notebook a class can get through: at most 40 cells (the generated nav cells not counted)."""
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if "nav" not in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) <= 40, f"{path.name} has {len(cells)} cells (navigation excluded); the limit is 40"
