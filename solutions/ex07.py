@@ -7,8 +7,11 @@ from pathlib import Path
 import numpy as np
 
 
-def kv_cache_bytes(model_dir, max_length: int) -> int:
-    """Bytes of the KV cache onnxruntime-genai allocates for ``max_length`` tokens (batch 1)."""
+def largest_max_length(model_dir, budget_bytes: int) -> int:
+    """The largest max_length whose KV cache fits in ``budget_bytes`` (at most the model's context length).
+
+    Phi-3-mini by hand: 2 x 32 layers x 32 KV heads x 96 x 2 bytes = 393,216 bytes per token; 1e9 / 393,216 = 2,543.
+    """
     import onnx
 
     config = json.loads((Path(model_dir) / "genai_config.json").read_text())
@@ -19,22 +22,21 @@ def kv_cache_bytes(model_dir, max_length: int) -> int:
     elem_type = next(i for i in graph.input if i.name == past_key).type.tensor_type.elem_type
     itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
     per_token = 2 * decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"] * itemsize
-    return per_token * int(max_length)
+    return min(int(budget_bytes) // per_token, config["model"]["context_length"])
 
 
-def fit_history(history, tokenizer, max_length: int, answer_budget: int) -> list:
-    """System message + the most recent whole exchanges + the latest user message, fitting max_length."""
-    def n_tokens(messages):
-        prompt = tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True)
-        return len(tokenizer.encode(prompt))
-
-    kept = list(history)                                   # a new list: the caller's history is untouched
-    while n_tokens(kept) + answer_budget > max_length and len(kept) > 2:
-        kept = kept[:1] + kept[3:]                         # drop the oldest user message and its answer
-    if n_tokens(kept) + answer_budget > max_length:
-        raise ValueError(f"the system message and the latest message need {n_tokens(kept)} prompt tokens + "
-                         f"{answer_budget} for the answer, more than max_length={max_length}")
-    return kept
+def answer_each(generator, tokenizer, prefix_len: int, questions_ids, max_new_tokens: int) -> list:
+    """Answer each question after the shared prefix, reusing its KV cache: rewind to the prefix every time."""
+    answers = []
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)                 # back to just after the shared prefix
+        generator.append_tokens(question)               # only the question goes through the model
+        ids = []
+        while not generator.is_done() and len(ids) < max_new_tokens:
+            generator.generate_next_token()
+            ids.append(int(generator.get_next_tokens()[0]))
+        answers.append(ids)
+    return answers
 
 
 def generate(model, tokenizer, prompt_ids, max_new_tokens: int, stop: str | None = None) -> list:
@@ -51,17 +53,17 @@ def generate(model, tokenizer, prompt_ids, max_new_tokens: int, stop: str | None
         token = int(generator.get_next_tokens()[0])
         new_ids.append(token)
         text += stream.decode(token)
-        if stop is not None and stop in text:              # the stop text may span several tokens
+        if stop is not None and stop in text:              # the stop text may span tokens, or end inside one
             break
     return new_ids
 
 
 def solve_1(workdir: Path):
-    return kv_cache_bytes
+    return largest_max_length
 
 
 def solve_2(workdir: Path):
-    return fit_history
+    return answer_each
 
 
 def solve_3(workdir: Path):

