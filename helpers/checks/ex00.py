@@ -1,74 +1,176 @@
 """Checks for the exercises of notebook 00 (inside an .onnx file)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 from helpers.checks._common import load_model, require_callable, require_keys, test_images
 from helpers.exercises import Wrong
 
 
-def _gemm(a, b, c, alpha=1.0, beta=1.0, transA=0, transB=0):
-    a = a.T if transA else a
-    b = b.T if transB else b
-    return alpha * (a @ b) + beta * c
-
-
 def check_gemm_model(answer):
     import onnx
-    import onnxruntime as ort
     from onnx import helper, numpy_helper
 
+    from helpers.checks._common import session
+
     model = load_model(answer)
-    try:
-        onnx.checker.check_model(model, full_check=True)
-    except Exception as err:
-        raise Wrong(f"onnx.checker refuses the model: {err}") from err
     ops = [n.op_type for n in model.graph.node]
     if ops.count("Gemm") != 1 or "MatMul" in ops or "Add" in ops:
         raise Wrong(f"expected one Gemm (and a Relu), no MatMul or Add; your nodes are {ops}")
-    gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
-    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     if len(model.graph.input) != 1:
         raise Wrong(f"expected one graph input x, found {[i.name for i in model.graph.input]}")
+    gemm = next(n for n in model.graph.node if n.op_type == "Gemm")
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     if gemm.input[1] not in inits or (len(gemm.input) > 2 and gemm.input[2] not in inits):
         raise Wrong("Gemm's B and C inputs should be the initializers W and b")
     attrs = {a.name: helper.get_attribute_value(a) for a in gemm.attribute}
     W = inits[gemm.input[1]]
-    b = inits[gemm.input[2]] if len(gemm.input) > 2 else 0.0
-    in_dim = model.graph.input[0].type.tensor_type.shape.dim
-    first = in_dim[0]
+    first, features = model.graph.input[0].type.tensor_type.shape.dim[:2]
     if first.dim_value:
         raise Wrong(f"the batch dimension should stay dynamic (a name like 'batch'), it is fixed to {first.dim_value}")
-    features = in_dim[1].dim_value
-    x = np.random.default_rng(0).standard_normal((5, features)).astype(np.float32)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    got = session.run(None, {model.graph.input[0].name: x})[0]
-    want = np.maximum(_gemm(x, W, b, **{k: v for k, v in attrs.items() if k in ("alpha", "beta", "transA", "transB")}), 0)
+    B = W.T if attrs.get("transB") else W
+    if W.ndim == 2 and B.shape[0] != features.dim_value:
+        fix = "drop transB=1 (this W is stored [in, out])" if attrs.get("transB") else \
+            "set transB=1 (this W is stored [out, in])"
+        raise Wrong(f"Gemm computes A @ B (A @ B.T with transB=1): with W {list(W.shape)} and "
+                    f"transB={attrs.get('transB', 0)}, B is {list(B.shape)} but x has {features.dim_value} features; "
+                    f"{fix}")
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as err:  # ValidationError or InferenceError, with the checker's own words
+        raise Wrong(f"onnx.checker refuses the model: {err}") from err
+    b = inits[gemm.input[2]] if len(gemm.input) > 2 else 0.0
+    x = np.random.default_rng(0).standard_normal((5, features.dim_value)).astype(np.float32)
+    got = session(model.SerializeToString()).run(None, {model.graph.input[0].name: x})[0]
+    want = np.maximum(x @ B + b, 0)  # what the exercise asks, whatever the attributes say
     if got.shape != want.shape or not np.allclose(got, want, rtol=1e-5, atol=1e-6):
-        raise Wrong("the model runs but does not compute relu(x @ W + b); check Gemm's transB/alpha/beta")
+        raise Wrong(f"the model runs but does not compute relu(x @ W + b): Gemm computes alpha * (A @ B) + beta * C, "
+                    f"and yours has alpha={attrs.get('alpha', 1.0)}, beta={attrs.get('beta', 1.0)}, "
+                    f"transA={attrs.get('transA', 0)}; leave them at their defaults")
     return [f"nodes {ops}, {len(model.SerializeToString())} bytes", "ONNX Runtime agrees with relu(x @ W + b)"]
 
 
-def check_interpreter(answer):
+class _Failed(Exception):
+    """The learner's interpreter raised."""
+
+
+class _RuntimeCalled(Exception):
+    """Raised inside the learner's interpreter when it calls a runtime instead of numpy."""
+
+
+@contextmanager
+def _runtimes_forbidden():
+    """While active, creating or running an ONNX Runtime session or a reference evaluator raises _RuntimeCalled.
+
+    The classes are patched in place (so names the learner imported earlier are caught too) and restored after.
+    """
+    import onnxruntime
+    from onnx.reference import ReferenceEvaluator
+    from onnxruntime.capi.onnxruntime_inference_collection import Session
+
+    def forbid(what):
+        def refuse(*args, **kwargs):
+            raise _RuntimeCalled(what)
+        return refuse
+
+    patches = [(onnxruntime.InferenceSession, "__init__", "ONNX Runtime"),
+               (Session, "run", "ONNX Runtime"), (Session, "run_with_ort_values", "ONNX Runtime"),
+               (ReferenceEvaluator, "__init__", "the reference evaluator"),
+               (ReferenceEvaluator, "run", "the reference evaluator")]
+    saved = [(cls, name, cls.__dict__[name]) for cls, name, _ in patches]
+    try:
+        for cls, name, what in patches:
+            setattr(cls, name, forbid(what))
+        yield
+    finally:
+        for cls, name, original in saved:
+            setattr(cls, name, original)
+
+
+def _interpreter_models():
+    """The exported MLP, and the same MLP with its second Gemm's weight stored [in, out] and transB=0."""
     import onnx
-    import onnxruntime as ort
+    from onnx import helper, numpy_helper
 
     from helpers.notebooks import require_artifact
 
-    require_callable(answer, "interpret(model, image)")
-    path = require_artifact("mnist_mlp_pytorch.onnx")
-    model = onnx.load(path)
-    images, _ = test_images(8)
-    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(["logits"], {"image": images})[0]
+    exported = onnx.load(require_artifact("mnist_mlp_pytorch.onnx"))
+    variant = onnx.ModelProto()
+    variant.CopyFrom(exported)
+    gemm = [n for n in variant.graph.node if n.op_type == "Gemm"][1]
+    init = next(i for i in variant.graph.initializer if i.name == gemm.input[1])
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).T.copy(), init.name))
+    for attr in gemm.attribute:
+        if attr.name == "transB":
+            attr.CopyFrom(helper.make_attribute("transB", 0))
+    return {"the exported MLP (every Gemm has transB=1)": exported,
+            "the same MLP with one Gemm's weight stored [in, out] and transB=0": variant}
+
+
+def _truncated(model, node_index):
+    """``model`` with its output moved to the first output of node ``node_index``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    cut = onnx.ModelProto()
+    cut.CopyFrom(model)
+    del cut.graph.node[node_index + 1:]
+    del cut.graph.output[:]
+    cut.graph.output.append(helper.make_tensor_value_info(cut.graph.node[node_index].output[0], TensorProto.FLOAT,
+                                                          None))
+    return cut
+
+
+def _interpret(answer, model, images):
+    """The learner's logits (an array), with runtimes forbidden; a Wrong that says why when there are none."""
     try:
-        got = np.asarray(answer(model, images))
-    except Exception as err:
-        raise Wrong(f"your interpreter raised {type(err).__name__}: {err}") from err
-    if got.shape != want.shape:
-        raise Wrong(f"expected logits of shape {want.shape}, got {got.shape}")
-    if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-        raise Wrong(f"logits differ from ONNX Runtime by up to {np.abs(got - want).max():.3g} (tolerance 1e-4)")
-    return f"matches ONNX Runtime on 8 test images (max |diff| {np.abs(got - want).max():.1e})"
+        with _runtimes_forbidden():
+            return np.asarray(answer(model, images))
+    except _RuntimeCalled as used:
+        raise Wrong(f"your interpreter calls {used}: the exercise asks for numpy only "
+                    "(walk model.graph.node and compute each operator yourself)") from None
+    except Exception as err:  # whatever the learner's code raises
+        raise _Failed(f"{type(err).__name__}: {err}") from err
+
+
+def _first_wrong_node(answer, model, images) -> str:
+    """'node 4 (Relu)': the first node whose output the interpreter computes wrongly, by cutting the graph."""
+    from helpers.checks._common import session
+
+    for index, node in enumerate(model.graph.node):
+        cut = _truncated(model, index)
+        want = session(cut.SerializeToString()).run(None, {"image": images})[0]
+        try:
+            got = _interpret(answer, cut, images)
+        except _Failed as failed:
+            return f"node {index} ({node.op_type}), where it raises {failed}"
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+            return f"node {index} ({node.op_type})"
+    return "no single node (each node's output is right on its own)"
+
+
+def check_interpreter(answer):
+    from helpers.checks._common import session
+
+    require_callable(answer, "interpret(model, image)")
+    images, _ = test_images(8)
+    details = []
+    for label, model in _interpreter_models().items():
+        want = session(model.SerializeToString()).run(["logits"], {"image": images})[0]
+        try:
+            got = _interpret(answer, model, images)
+        except _Failed as failed:
+            where = _first_wrong_node(answer, model, images)
+            raise Wrong(f"on {label}, your interpreter raised {failed}; it first goes wrong at {where}") from None
+        if got.shape != want.shape:
+            raise Wrong(f"on {label}: expected logits of shape {want.shape}, got {got.shape}")
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
+            raise Wrong(f"on {label}, the logits differ from ONNX Runtime's by up to {np.abs(got - want).max():.3g}; "
+                        f"your interpreter first goes wrong at {_first_wrong_node(answer, model, images)}")
+        details.append(f"{label}: matches ONNX Runtime on 8 test images (max |diff| {np.abs(got - want).max():.1e})")
+    return details + ["no runtime was called: numpy only"]
 
 
 BREAKAGES = ("output_renamed", "opset_5", "W_shape_5x3")
@@ -131,9 +233,15 @@ def check_detectors(answer):
     if bad:
         raise Wrong(f"answers must be one of {list(DETECTORS)}; got {bad}")
     truth = {k: first_detector(m) for k, m in broken_models().items()}
-    wrong = [f"{k}: you said {answer[k]!r}" for k in BREAKAGES if answer[k] != truth[k]]
+    wrong = []
+    for k in BREAKAGES:
+        said, right = DETECTORS.index(answer[k]), DETECTORS.index(truth[k])
+        if said < right:
+            wrong.append(f"{k}: {answer[k]} accepts this model (try it)")
+        elif said > right:
+            wrong.append(f"{k}: a tool earlier in the order than {answer[k]} already notices it")
     if wrong:
-        raise Wrong("not quite; try each tool in order on each broken model. Wrong: " + "; ".join(wrong))
+        raise Wrong("not quite; try each tool in order on each broken model. " + "; ".join(wrong))
     return [f"{k}: {truth[k]}" for k in BREAKAGES]
 
 
