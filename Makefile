@@ -2,6 +2,9 @@
 #   make lab    set up (first time: ~5 min, ~8 GB) and open JupyterLab on notebooks/
 #   make test   set up and run every test, executing every notebook
 #   make run    set up and execute the whole series headlessly (no Jupyter UI)
+#   make bundle gather every package and asset the set-up downloads into bundle/ (or BUNDLE=dir), for a class
+#               without network: copy that folder to each machine, then `make lab BUNDLE=dir` (or setup, test)
+#               installs from it alone (pip --no-index, npm --offline, assets copied and verified).
 # A second run reuses .venv (re-installed only when requirements.txt or pyproject.toml change)
 # and the verified asset cache (.cache/, or $ONNX_PDF_CACHE).
 
@@ -9,17 +12,26 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 KERNEL := onnx-pdf
+REQUIREMENTS ?= requirements.txt
+BUNDLE ?=
+BUNDLE_DIR  := $(abspath $(or $(BUNDLE),bundle))
+ASSET_CACHE := $(or $(ONNX_PDF_CACHE),.cache)
+# What `pip install -e .` needs to build the helpers package: pyproject.toml's [build-system] requires.
+BUILD_REQUIRES := 'setuptools>=61' wheel
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+PIP_FROM := $(if $(BUNDLE),--no-index --find-links $(BUNDLE_DIR)/python)
+NPM_FROM := $(if $(BUNDLE),--offline --cache $(BUNDLE_DIR)/npm)
 
-.PHONY: setup node browser lab test run clean-artifacts
+.PHONY: setup node browser lab test run bundle clean-artifacts
 .DEFAULT_GOAL := lab
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version.split()[0]'
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed: requirements.txt pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(BIN)/python -m pip install --disable-pip-version-check -q -e .
+$(VENV)/.installed: $(REQUIREMENTS) pyproject.toml | $(BIN)/python
+	$(PIP) install $(PIP_FROM) -r $(REQUIREMENTS)
+	$(PIP) install $(PIP_FROM) -e .
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3.11 (onnx-pdf)"
 	touch $@
 
@@ -32,10 +44,11 @@ node:
 
 # The JavaScript packages, exactly as package-lock.json pins them (integrity hashes checked by npm ci).
 node_modules/.installed: package.json package-lock.json | node
-	npm ci --no-audit --no-fund
+	npm ci --no-audit --no-fund $(NPM_FROM)
 	touch $@
 
 setup: $(VENV)/.installed node_modules/.installed
+	$(if $(BUNDLE),mkdir -p $(ASSET_CACHE) && cp -R $(BUNDLE_DIR)/cache/. $(ASSET_CACHE)/)
 	$(BIN)/python -m helpers.assets fetch
 	$(BIN)/python -m helpers.mnist
 
@@ -59,6 +72,14 @@ test: setup browser
 # Execute every notebook headlessly and write an HTML copy of the series with an index page.
 run: setup
 	$(BIN)/python -m helpers.series html --out build/html
+
+# Set up from the index first (BUNDLE= empties it there), so the assets are fetched and verified, then gather
+# the pinned wheels (about 8 GB), npm's cache for package-lock.json and the verified assets.
+bundle:
+	$(MAKE) setup BUNDLE=
+	$(BIN)/python -m pip --disable-pip-version-check download -d $(BUNDLE_DIR)/python -r $(REQUIREMENTS) $(BUILD_REQUIRES)
+	npm ci --no-audit --no-fund --cache $(BUNDLE_DIR)/npm
+	mkdir -p $(BUNDLE_DIR)/cache/mnist/MNIST && cp -R $(ASSET_CACHE)/wheels $(BUNDLE_DIR)/cache/ && cp -R $(ASSET_CACHE)/mnist/MNIST/raw $(BUNDLE_DIR)/cache/mnist/MNIST/
 
 clean-artifacts:
 	rm -rf artifacts
