@@ -60,8 +60,8 @@ def draw_onnx_graph(model, title: str | None = None):
             G.nodes[n]["row"] = row
     rows = max(row for _, row in G.nodes(data="row")) + 1
     pos = {n: (x, -y) for n, (y, x) in nx.multipartite_layout(G, subset_key="row").items()}
-    fig, ax = plt.subplots(figsize=(4.5, 0.9 * rows + 0.4))
-    nx.draw_networkx_edges(G, pos, ax=ax, arrows=True, node_size=1500, arrowstyle="-|>")
+    fig, ax = plt.subplots(figsize=(4.5, 1.1 * rows + 0.4))
+    nx.draw_networkx_edges(G, pos, ax=ax, arrows=True, arrowstyle="-|>", min_source_margin=14, min_target_margin=14)
     nx.draw_networkx_edge_labels(G, pos, nx.get_edge_attributes(G, "tensor"), ax=ax, font_size=7, rotate=False)
     for kind, color in COLORS.items():
         labels = {n: label for n, label in G.nodes(data="label") if G.nodes[n]["kind"] == kind}

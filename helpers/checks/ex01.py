@@ -53,11 +53,11 @@ def check_static_export(answer):
         raise Wrong(RETRAINED)
     try:
         session.run(None, {name: images[:1]})
-    except Exception as err:  # onnxruntime raises its InvalidArgument type here
-        message = str(err).splitlines()[0][:200]
+    except Exception:  # onnxruntime raises its InvalidArgument type here: the expected outcome
+        pass
     else:
         raise Wrong("a batch of 1 ran, so the batch dimension is not fixed")
-    return ["input fixed to [7, 1, 28, 28], the dummy's shape", f"ONNX Runtime on a batch of 1 says: {message}"]
+    return ["input fixed to [7, 1, 28, 28], the dummy's shape, and ONNX Runtime refuses a batch of 1"]
 
 
 def check_two_inputs(answer):
@@ -87,9 +87,7 @@ def check_two_inputs(answer):
     logits = _reference_logits(images)
     want = _softmax(logits / temperature)
     if np.allclose(got, want, atol=1e-5):
-        return ["two inputs with a shared dynamic batch; probabilities = softmax(logits / temperature)",
-                f"top probability of the first image at T=1, 2, 0.5: "
-                f"{', '.join(f'{_softmax(logits[:1] / t).max():.4f}' for t in (1.0, 2.0, 0.5))}"]
+        return ["two inputs, each with a dynamic batch; probabilities = softmax(logits / temperature)"]
     if np.allclose(got, _softmax(logits * temperature), atol=1e-5):
         raise Wrong("the file multiplies the logits by the temperature; divide them: a higher temperature should "
                     "flatten the probabilities")
