@@ -259,12 +259,6 @@ def test_importing_helpers_llm_does_not_import_torch():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_no_reference_to_files_users_do_not_have():
-    for path in (REPO_ROOT / "helpers" / "llm.py", REPO_ROOT / "helpers" / "bandwidth.py"):
-        text = path.read_text()
-        assert "FACTS" not in text and "STYLE.md" not in text, path
-
-
 def test_read_bandwidth_with_concurrent_readers():
     from helpers.bandwidth import read_bandwidth
 

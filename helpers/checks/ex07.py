@@ -24,7 +24,8 @@ def smollm():
 
     from helpers import llm
 
-    folder = llm.cached_int4_model(log=lambda message: None)  # a first build still shows its progress bars
+    # Only "reusing cached ..." is left out: a first build still shows its progress and what it built.
+    folder = llm.cached_int4_model(log=lambda message: None if message.startswith("reusing") else print(message))
     config = og.Config(str(folder))
     config.overlay(json.dumps({"model": {"decoder": {"session_options": {
         "intra_op_num_threads": 2, "inter_op_num_threads": 1, "session.intra_op.allow_spinning": "0"}}}}))
