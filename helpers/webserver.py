@@ -22,6 +22,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from helpers.atomic import atomic_path
 from helpers.paths import REPO_ROOT, artifacts_dir
 
 WEB_DIR = REPO_ROOT / "web"
@@ -128,6 +129,69 @@ class PageServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def find_chromium() -> tuple[str, str] | None:
+    """(chromium, chromedriver) when both are on PATH (``make browser`` installs them from Debian), else None."""
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    driver = shutil.which("chromedriver")
+    return (chromium, driver) if chromium and driver else None
+
+
+def drive_page(url: str, drawing_rgba, screenshot: Path, timing_blocks: int = 20) -> dict:
+    """Open the page in headless Chromium, paint ``drawing_rgba`` (uint8 [H, W, 4]) onto its canvas as if drawn
+    there, and return what the page computed: its 28x28 ``input``, ``probabilities``, ``prediction``, the canvas'
+    own PNG export (``png`` bytes) and its batch-1 ``latency_us`` (median of block means); saves a screenshot.
+
+    Plumbing for notebook 04 (selenium drives the browser); ``find_chromium()`` must not be None.
+    """
+    import base64
+    import time
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver_path = find_chromium()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+                 "--disable-background-networking", "--window-size=900,640"):
+        options.add_argument(flag)
+    browser = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    try:
+        browser.set_script_timeout(120)
+        browser.get(url)
+        deadline = time.monotonic() + 60
+        while not browser.execute_script("return window.digitPage && (window.digitPage.ready || window.digitPage.error)"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the page did not open its first model within 60 s")
+            time.sleep(0.2)
+        error = browser.execute_script("return window.digitPage.error")
+        if error:
+            raise RuntimeError(f"the page says: {error}")
+        height, width = drawing_rgba.shape[:2]
+        shown = browser.execute_async_script("""
+            const [pixels, width, height, blocks, done] = arguments;
+            const pad = document.getElementById('pad'), context = pad.getContext('2d');
+            context.clearRect(0, 0, pad.width, pad.height);
+            context.putImageData(new ImageData(new Uint8ClampedArray(pixels), width, height), 0, 0);
+            window.digitPage.classifyNow().then(async () => {
+              const s = window.digitPage;
+              const result = {input: s.input, probabilities: s.probabilities, prediction: s.prediction,
+                              model: s.model, png: pad.toDataURL('image/png')};
+              result.latency_us = await s.timeRuns(blocks, 20);
+              done(result);
+            });
+        """, drawing_rgba.ravel().tolist(), width, height, timing_blocks)
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(screenshot) as tmp:
+            tmp.write_bytes(browser.get_screenshot_as_png())
+        shown["png"] = base64.b64decode(shown["png"].split(",", 1)[1])
+        return shown
+    finally:
+        browser.quit()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import onnxruntime as ort
 import pytest
 
 from helpers import predict as P
+from helpers.atomic import atomic_path
 from helpers.drawings import draw
 from helpers.mnist import load_mnist
 from helpers.notebooks import require_artifact
@@ -140,7 +141,8 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
     paint(browser, draw(mnist.x_test[picked[0]], scale=8, shift=(-20, 25), stroke=2, style="dark-on-transparent"))
     path = artifacts_dir() / "screenshots" / SCREENSHOT
     path.parent.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(path))
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(browser.get_screenshot_as_png())
     assert path.stat().st_size > 10_000
 
 
