@@ -49,7 +49,6 @@ ONLINE_MIRRORS = (  # the ones torchvision.datasets.MNIST uses
 )
 PICKLE_MEMBER = "mnist/data/mnist.pkl.gz"
 PICKLE_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
-CLASS_NAMES = [str(d) for d in range(10)]
 
 
 class MNIST(NamedTuple):
