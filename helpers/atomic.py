@@ -76,7 +76,8 @@ def _locked(dest: Path) -> Iterator[None]:
             _remove(legacy)
         yield
     finally:
-        os.unlink(lock)
+        with contextlib.suppress(FileNotFoundError):  # only a lock holder deletes it; be lenient with users
+            os.unlink(lock)
         os.close(fd)
 
 
