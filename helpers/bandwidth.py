@@ -1,8 +1,9 @@
 """Memory read bandwidth with as many concurrent readers as the engines use threads (notebook 07).
 
 An LLM decode step reads every weight once, so ``bandwidth / bytes read per token`` bounds the tokens per
-second. The bandwidth must be measured the way the engines read: with ``threads`` readers at once (one numpy
-thread alone pulls less than two engine threads do, which made an engine look faster than its "bound").
+second. The bandwidth must be measured the way the engines read, with as many concurrent readers as they have
+threads: one numpy thread alone can pull less than two engine threads do, which once made an engine look faster
+than its "bound". We measure 1, 2, ... up to that many readers and keep the most the memory delivered.
 Each reader sums its own array, far larger than any CPU cache; numpy releases the GIL while it sums, so the
 threads really read in parallel. The total is the bytes all readers read over the time from the first start
 to the last finish.
@@ -16,19 +17,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 
-def read_bandwidth(threads: int, mib_per_reader: int = 256, repeat: int = 5) -> dict:
-    """Read bandwidth in GB/s (1e9 bytes/s) of ``threads`` concurrent readers.
-
-    Returns ``{"threads", "read_gb_s" (best of the repeats: the bound is what the memory can deliver),
-    "median_gb_s", "samples_gb_s"}``.
-    """
-    if threads < 1 or mib_per_reader < 1 or repeat < 1:
-        raise ValueError(f"expected threads, mib_per_reader and repeat >= 1, got {threads}, {mib_per_reader}, {repeat}")
-    arrays = [np.ones(mib_per_reader * 2**20 // 4, dtype=np.float32) for _ in range(threads)]
+def concurrent_read_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> list[float]:
+    """GB/s (1e9 bytes/s) of ``readers`` threads each summing its own array at the same time, one value per repeat."""
+    if readers < 1 or mib_per_reader < 1 or repeat < 1:
+        raise ValueError(f"expected readers, mib_per_reader and repeat >= 1, got {readers}, {mib_per_reader}, {repeat}")
+    arrays = [np.ones(mib_per_reader * 2**20 // 4, dtype=np.float32) for _ in range(readers)]
     samples = []
-    with ThreadPoolExecutor(threads) as pool:
+    with ThreadPoolExecutor(readers) as pool:
         for i in range(repeat + 1):  # the first round is a warm-up (page faults, thread start)
-            barrier = threading.Barrier(threads)
+            barrier = threading.Barrier(readers)
 
             def read(array):
                 barrier.wait()  # all readers start together
@@ -40,5 +37,21 @@ def read_bandwidth(threads: int, mib_per_reader: int = 256, repeat: int = 5) -> 
             seconds = max(end for _, end in spans) - min(start for start, _ in spans)
             if i:
                 samples.append(sum(a.nbytes for a in arrays) / seconds / 1e9)
-    return {"threads": threads, "read_gb_s": float(max(samples)), "median_gb_s": float(np.median(samples)),
-            "samples_gb_s": [float(s) for s in samples]}
+    return samples
+
+
+def read_bandwidth(threads: int, mib_per_reader: int = 256, repeat: int = 5) -> dict:
+    """The most the memory delivered to 1, 2, ... ``threads`` concurrent readers, in GB/s.
+
+    An engine running ``threads`` threads can read at most this fast, whichever number of its threads is reading
+    (on a busy machine one reader may get more than two that share the cores). Returns ``{"threads",
+    "read_gb_s" (the best sample of any reader count), "readers" (the count that reached it), "by_readers"
+    ({count: best GB/s}), "median_by_readers"}``.
+    """
+    if threads < 1:
+        raise ValueError(f"expected threads >= 1, got {threads}")
+    samples = {n: concurrent_read_gb_s(n, mib_per_reader, repeat) for n in range(1, threads + 1)}
+    best = {n: float(max(s)) for n, s in samples.items()}
+    readers = max(best, key=best.get)
+    return {"threads": threads, "read_gb_s": best[readers], "readers": readers, "by_readers": best,
+            "median_by_readers": {n: float(np.median(s)) for n, s in samples.items()}}

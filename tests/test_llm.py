@@ -260,10 +260,13 @@ def test_importing_helpers_llm_does_not_import_torch():
 
 
 def test_read_bandwidth_with_concurrent_readers():
-    from helpers.bandwidth import read_bandwidth
+    from helpers.bandwidth import concurrent_read_gb_s, read_bandwidth
 
     result = read_bandwidth(threads=2, mib_per_reader=16, repeat=2)
-    assert result["threads"] == 2 and len(result["samples_gb_s"]) == 2
-    assert result["read_gb_s"] == max(result["samples_gb_s"]) > 0
+    assert result["threads"] == 2 and set(result["by_readers"]) == {1, 2}
+    assert result["read_gb_s"] == max(result["by_readers"].values()) == result["by_readers"][result["readers"]] > 0
+    assert len(concurrent_read_gb_s(2, mib_per_reader=16, repeat=3)) == 3
     with pytest.raises(ValueError, match="expected threads"):
         read_bandwidth(threads=0)
+    with pytest.raises(ValueError, match="expected readers"):
+        concurrent_read_gb_s(0)
