@@ -76,7 +76,7 @@ def _locked(dest: Path) -> Iterator[None]:
             _remove(legacy)
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):  # only a lock holder deletes it; be lenient with users
+        with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile: nothing to undo
             os.unlink(lock)
         os.close(fd)
 

