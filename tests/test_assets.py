@@ -151,3 +151,14 @@ def test_the_assets_command_line_knows_only_wheels(capsys):
     with pytest.raises(SystemExit):
         assets.main(["fetch", "mnist"])
     assert "unknown asset 'mnist'" in capsys.readouterr().err
+
+
+def test_the_downloader_knows_nothing_of_its_data_sources():
+    """No import circle: helpers.assets (generic) never imports helpers.mnist (one of its users)."""
+    import subprocess
+    import sys
+
+    code = "import sys, helpers.assets; print(sorted(m for m in sys.modules if m.startswith('helpers')))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "['helpers', 'helpers.assets', 'helpers.atomic', 'helpers.paths']"
