@@ -126,7 +126,15 @@ def _patched_interpreter(**changes):
 def test_gemm_that_always_transposes_B_is_named():
     feedback = check("00.2", _patched_interpreter(Gemm=lambda a, b, c: a @ b.T + c))  # ignores transB
     assert not feedback.ok
-    assert "transB=0" in feedback.message and "(Gemm)" in feedback.message
+    assert "transB=0" in feedback.message and "node 5 (Gemm)" in feedback.message
+    assert "does your Gemm follow its transB attribute" in feedback.message
+
+
+def test_gemm_that_never_transposes_B_is_located_on_the_exported_model():
+    feedback = check("00.2", _patched_interpreter(Gemm=lambda a, b, c: a @ b + c))  # ignores transB=1
+    assert not feedback.ok
+    assert "on the exported MLP (every Gemm has transB=1)" in feedback.message and "node 3 (Gemm)" in feedback.message
+    assert "does your Gemm follow its transB attribute" in feedback.message
 
 
 def test_wrong_operator_is_located():
