@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -39,9 +40,9 @@ TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
 def default_models() -> list[dict]:
     """The picker's list: ``artifacts/web_models.json`` if notebook 04 wrote it, else the fp32 files present."""
     listed = artifacts_dir() / MODEL_LIST
-    if listed.is_file():
-        return json.loads(listed.read_text())
-    return [{"label": label, "file": name} for label, name in FP32_MODELS if (artifacts_dir() / name).is_file()]
+    models = (json.loads(listed.read_text()) if listed.is_file()
+              else [{"label": label, "file": name} for label, name in FP32_MODELS])
+    return [m for m in models if (artifacts_dir() / m["file"]).is_file()]  # files deleted since are left out
 
 
 class _Handler(SimpleHTTPRequestHandler):
@@ -199,7 +200,11 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Serve the digit-drawing page (notebook 04) on 127.0.0.1.")
     parser.add_argument("--port", type=int, default=8004, help="port to listen on (default 8004; 0 = any free port)")
     args = parser.parse_args(argv)
-    server = PageServer(port=args.port).start()
+    try:
+        server = PageServer(port=args.port).start()
+    except (OSError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     print(f"serving the page at {server.url} with {len(server.models)} models "
           f"({', '.join(m['label'] for m in server.models) or 'none: run notebooks 01, 02 and 05 first'}); "
           f"Ctrl+C stops", flush=True)

@@ -174,3 +174,26 @@ def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, sample
     for args, code, message in cases:
         result = footprint.run_python(bare[1], ["-m", "helpers.predict", *args], env=env)
         assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
+
+
+def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, tmp_path):
+    """--preprocess mnist (notebook 04) needs numpy only: drawings exported by a canvas (dark strokes on a
+    transparent background, any size) give the same output in the bare environment as in the full one."""
+    from helpers.drawings import draw
+
+    data = load_mnist()
+    files = []
+    for k in range(6):
+        path = tmp_path / f"canvas_{k}.png"
+        Image.fromarray(draw(data.x_test[k], scale=6 + k % 3, shift=(10 * k - 25, 20 - 8 * k),
+                             style="dark-on-transparent"), "RGBA").save(path)
+        files.append(path.name)
+    model = require_artifact(MODELS[0])
+    env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
+    args = ["-m", "helpers.predict", str(model), *files, "--preprocess", "mnist", "--json"]
+    in_bare = footprint.run_python(bare[1], args, cwd=tmp_path, env=env)
+    in_full = footprint.run_python(sys.executable, args, cwd=tmp_path, env=env)
+    assert in_bare.returncode == 0 and in_full.returncode == 0, in_bare.stderr + in_full.stderr
+    assert in_bare.stdout == in_full.stdout
+    predicted = [p["class"] for p in json.loads(in_bare.stdout)["predictions"]]
+    assert np.mean(np.array(predicted) == data.y_test[:6]) >= 5 / 6, (predicted, data.y_test[:6])

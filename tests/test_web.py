@@ -245,3 +245,28 @@ def test_page_server_serves_page_runtime_and_listed_models_only():
         urllib.request.urlopen(server.url, timeout=2)
     with pytest.raises(FileNotFoundError, match="no file artifacts/absent.onnx"):
         PageServer([{"label": "x", "file": "absent.onnx"}])
+
+
+def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
+    """`python -m helpers.webserver --port 0`, the README's one command, with the picker list notebook 04 wrote."""
+    import os
+    import signal
+    import time
+
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / MNIST_FILES[0]).write_bytes(require_artifact(MNIST_FILES[0]).read_bytes())
+    (artifacts / "web_models.json").write_text(json.dumps([{"label": "mine", "file": MNIST_FILES[0]},
+                                                           {"label": "deleted since", "file": "gone.onnx"}]))
+    server = subprocess.Popen([sys.executable, "-m", "helpers.webserver", "--port", "0"], stdout=subprocess.PIPE,
+                              text=True, env={**os.environ, "ONNX_PDF_ARTIFACTS": str(artifacts)})
+    try:
+        line = server.stdout.readline()
+        assert "serving the page at http://127.0.0.1:" in line and "with 1 models (mine)" in line, line
+        url = line.split(" at ")[1].split()[0]
+        with urllib.request.urlopen(url + "models.json", timeout=10) as response:
+            assert json.loads(response.read()) == [{"label": "mine", "url": f"models/{MNIST_FILES[0]}"}]
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl+C
+        assert server.wait(timeout=10) == 0
+        server.stdout.close()
