@@ -4,12 +4,11 @@ from __future__ import annotations
 import warnings
 
 import pytest
+import torch
+from torch import nn
 
-torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
-
-from helpers.exercises import check  # noqa: E402
-from solutions.ex01 import trained_mlp  # noqa: E402
+from helpers.exercises import check
+from solutions.ex01 import trained_mlp
 
 
 @pytest.fixture(scope="module")
