@@ -227,6 +227,31 @@ def test_hub_cell_continues_with_the_wheel_when_the_hub_is_unreachable(tmp_path,
     assert not any((tmp_path / "cache").rglob("*.safetensors")), "nothing may be downloaded"
 
 
+def test_hub_cell_reuses_a_verified_download_without_the_hub(tmp_path):
+    """A folder downloaded before is used offline, but only if its weight files still have the pinned SHA-256."""
+    import hashlib
+
+    source = hub_cell_source()
+    pinned = "5af571cbf074e6d21a03528d2330792e532ca608f24ac70a143f6b369968ab8c"
+    fake = b"weights for the test"
+    assert pinned in source
+    source = source.replace(pinned, hashlib.sha256(fake).hexdigest())  # as if these were the real weights
+    env = {k: v for k, v in os.environ.items() if k != "HF_ENDPOINT"}
+    env.update(ONNX_PDF_CACHE=str(tmp_path / "cache"), LLM_SOURCE="hub-weights", HF_HUB_OFFLINE="1")
+    script = ("import os, sys\nfrom pathlib import Path\nfrom helpers import llm\n"
+              "folder = llm.hub_folder('HuggingFaceTB/SmolLM2-135M-Instruct', '12fd25f77366fa6b3b4b768ec3050bf629380bac')\n"
+              "folder.mkdir(parents=True, exist_ok=True)\n(folder / 'model.safetensors').write_bytes(sys.argv[1].encode())\n"
+              + source + "\nassert hub_smollm2 == folder, hub_smollm2\n")
+    result = subprocess.run([sys.executable, "-c", script, fake.decode()], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "not reachable" not in result.stdout, result.stdout + result.stderr[-2000:]
+    tampered = script.replace("write_bytes(sys.argv[1].encode())", "write_bytes(b'tampered')").replace(
+        "assert hub_smollm2 == folder, hub_smollm2", "assert hub_smollm2 is None")
+    result = subprocess.run([sys.executable, "-c", tampered, fake.decode()], cwd=REPO_ROOT, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "not reachable" in result.stdout, result.stdout + result.stderr[-2000:]
+
+
 def test_hub_cell_pins_commits_and_sha256():
     source = hub_cell_source()
     for repo in ("HuggingFaceTB/SmolLM2-135M-Instruct", "microsoft/Phi-3-mini-4k-instruct-onnx"):
