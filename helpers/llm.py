@@ -15,7 +15,7 @@ Hugging Face Hub download (``snapshot_download`` pinned to a commit, hashes chec
 
 Everything lands in ``helpers.paths.cache_dir("llm")``. A finished folder holds a completion marker
 (``.complete.json``, listing every file and its size) written before the folder is renamed into place
-(``helpers.assets.atomic_dir``); a folder without a valid marker is treated as half-built and rebuilt.
+(``helpers.atomic.cached_dir``); a folder without a valid marker is treated as half-built and rebuilt.
 
 This module never imports torch at import time (transformers is imported inside the functions).
 """
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from helpers.assets import atomic_dir
+from helpers.atomic import cached_dir
 from helpers.paths import cache_dir
 
 PRECISIONS = ("int4", "fp32")
@@ -82,8 +82,9 @@ def cached_folder(dest: str | os.PathLike, build: Callable[[Path], None], *, req
                   recipe: dict | None = None, log: Callable[[str], None] = print) -> Path:
     """Return ``dest`` if it is complete; otherwise (re)build it with ``build(tmp_folder)``.
 
-    The build happens in a temporary folder beside ``dest``, marked complete and renamed into place only if
-    ``build`` returns; on any exception (``KeyboardInterrupt`` included) the temporary folder is deleted.
+    ``helpers.atomic.cached_dir`` does the folder work: the build happens in a temporary folder beside ``dest``,
+    marked complete and renamed into place only if ``build`` returns; on any exception (``KeyboardInterrupt``
+    included) the temporary folder is deleted; of two processes building the same model, one waits and reuses.
     """
     dest = Path(dest)
     if is_complete(dest, required):
@@ -91,14 +92,17 @@ def cached_folder(dest: str | os.PathLike, build: Callable[[Path], None], *, req
         return dest
     if dest.exists():
         log(f"{dest} exists but has no valid completion marker (half-built or changed): rebuilding it")
-    t0 = time.perf_counter()
-    with atomic_dir(dest) as tmp:
+
+    def build_and_mark(tmp: Path) -> None:
         build(tmp)
         missing = [name for name in required if not (tmp / name).is_file()]
         if missing:
             raise IncompleteBuild(f"building {dest.name} finished without {missing}")
         write_marker(tmp, recipe)
-    log(f"built {dest} in {time.perf_counter() - t0:.0f} s")
+
+    t0 = time.perf_counter()
+    cached_dir(dest, build_and_mark, ready=lambda folder: is_complete(folder, required))
+    log(f"{dest} ready after {time.perf_counter() - t0:.0f} s")
     return dest
 
 
