@@ -251,8 +251,8 @@ def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
             width, height, depth, color, _compression, _filter, interlace = header
             if expected_hw is not None and (height, width) != tuple(expected_hw):
                 raise InputError(f"{path}: image is {width}x{height} pixels; the model expects "
-                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height)"
-                                 + ("" if max_side is None else "; drawings of any size need --preprocess mnist"))
+                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
+                                 f"need --preprocess mnist")
             if max_side is not None and expected_hw is None and not (1 <= width <= max_side and 1 <= height <= max_side):
                 raise InputError(f"{path}: image is {width}x{height} pixels; expected at most "
                                  f"{max_side}x{max_side}")
