@@ -27,7 +27,7 @@ from helpers.paths import NOTEBOOKS, artifacts_dir
 NOTEBOOK = "00_inspect_onnx_file.ipynb"
 # Printed by a late cell of notebook 00 (section 2, the external-data round trip): seeing it means the cells
 # before it ran, including the one that loads notebook 01's model.
-EXPECTED_OUTPUT = "same logits from the single file and from .onnx + .data"
+EXPECTED_OUTPUT = "ONNX Runtime and the reference evaluator agree with the opset-20 logits"
 SERVER_START_TIMEOUT_S = 90
 RUN_ALL_TIMEOUT_S = 240  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
