@@ -304,3 +304,37 @@ def test_repository_navigation_and_readme_table_are_in_sync():
     report = series.check(REPO_ROOT)
     if report:
         pytest.fail(report, pytrace=False)
+
+
+def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
+    """The README's 3-hour plan: each core-path row is ceil(core reading minutes + run time), the total adds up."""
+    import math
+    import re
+
+    from helpers.paths import NOTEBOOKS, REPO_ROOT
+    from helpers.series import read_series
+
+    readme = (REPO_ROOT / "README.md").read_text()
+    plan = readme.split("* **A 3-hour class.**", 1)[1].split("\n* **", 1)[0]
+    rows = re.findall(r"^\s*\| (.+?) \| (\d+) \|$", plan, re.M)
+    assert rows, "no plan table under 'A 3-hour class'"
+    entries = {e.number: e for e in read_series(NOTEBOOKS)}
+    total = None
+    minutes = 0
+    for block, value in rows:
+        if block == "total":
+            total = int(value)
+            continue
+        minutes += int(value)
+        core = re.fullmatch(r"(\d\d) core path", block)
+        if core:
+            entry = entries[core[1]]
+            expected = math.ceil(entry.reading_min[0] + (entry.run_time_s or 0) / 60)
+            assert int(value) == expected, f"plan says {value} min for {block}, the notebook gives {expected}"
+        else:
+            exercise = re.match(r"exercise (\d\d\.\d) in class", block)
+            assert exercise, f"plan row {block!r} is neither a core path nor an exercise in class"
+            from helpers.exercises import all_exercises
+            assert exercise[1] in all_exercises(), f"plan names exercise {exercise[1]}, which does not exist"
+    assert total == minutes, f"the plan's total says {total} min, its rows add up to {minutes}"
+    assert total <= 180, f"the plan takes {total} min, more than a 3-hour class"
