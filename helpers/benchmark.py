@@ -3,6 +3,7 @@
 What the notebook *teaches* (session options, threads, what is timed) is written out in the notebook. Here:
 
 * ``time_by_batch``: one timing loop for any runtime, input already in the runtime's own tensor type;
+* ``time_side_by_side``: several variants timed in interleaved rounds, so a busy moment hits them all alike;
 * ``artifacts/benchmarks.json``: described by the JSON Schema ``RESULTS_SCHEMA``, checked by
   ``validate_results`` (``jsonschema``), written atomically by ``write_results``, read by ``load_results``;
 * ``ratio_rows`` / ``ratio_table``, ``evaluate_targets`` / ``targets_text``, ``plot_latency``.
@@ -81,6 +82,54 @@ def time_by_batch(predict: Callable[[Any], Any], inputs: Mapping[int, Any], *, m
     for batch_size, x in inputs.items():
         stats = measure(lambda: predict(x), warmup=warmup, min_time_s=min_time_s)
         out[str(int(batch_size))] = {"p50": stats["p50_us"], "p90": stats["p90_us"], "n": stats["n"]}
+    return out
+
+
+def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]], *,
+                      min_time_s: float = 0.5, rounds: int = 5, warmup: int = 5, pause_s: float = 0.005,
+                      seed: int = 0) -> dict[str, dict[str, dict]]:
+    """Time several ``name: (predict, {batch_size: x})`` in interleaved rounds; ``{name: {"1": stats, ...}}``.
+
+    Why: on a shared machine other processes come and go. Timed one after another, one variant can catch a busy
+    second and another a quiet one, and with as many threads as cores a busy neighbour makes every call wait for
+    its second thread (2-5x on a 2-core machine). Here each round times every (variant, batch size) for
+    ``min_time_s / rounds`` seconds, in a shuffled order (seeded), so a busy moment hits all of them alike and the
+    ratios stay fair. ``pause_s`` between slices lets a runtime's spinning threads go idle before the next one.
+    Each entry: ``p50`` and ``p90`` over all timed calls, ``n`` calls, and ``round_p50`` (each round's median: a
+    spread between rounds means the machine was busy part of the time). Scaled by ``ONNX_PDF_BENCH_SCALE``.
+    """
+    import random
+    import time
+
+    import numpy as np
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    scale = float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+    slice_s = min_time_s * scale / rounds
+    pairs = [(name, b) for name, (_, inputs) in candidates.items() for b in inputs]
+    samples: dict[tuple, list[list[float]]] = {pair: [] for pair in pairs}
+    for name, b in pairs:
+        predict, x = candidates[name][0], candidates[name][1][b]
+        for _ in range(warmup):
+            predict(x)
+    order = random.Random(seed)
+    for _ in range(rounds):
+        order.shuffle(pairs)
+        for name, b in pairs:
+            predict, x = candidates[name][0], candidates[name][1][b]
+            time.sleep(pause_s)
+            this_round, start = [], time.perf_counter()
+            while len(this_round) < 2 or time.perf_counter() - start < slice_s:
+                t0 = time.perf_counter()
+                predict(x)
+                this_round.append((time.perf_counter() - t0) * 1e6)
+            samples[name, b].append(this_round)
+    out: dict[str, dict[str, dict]] = {name: {} for name in candidates}
+    for (name, b), per_round in samples.items():
+        every = np.concatenate(per_round)
+        out[name][str(int(b))] = {"p50": float(np.median(every)), "p90": float(np.percentile(every, 90)),
+                                  "n": int(every.size), "round_p50": [float(np.median(r)) for r in per_round]}
     return out
 
 

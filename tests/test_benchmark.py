@@ -240,3 +240,27 @@ def test_keras_timing_reads_dense_layers_in_graph_order():
     arrays = dense_weights(helper.make_model(graph))
     assert [a.shape for a in arrays] == [(4, 3), (3,), (3, 2), (2,)]
     np.testing.assert_array_equal(arrays[3], b2)
+
+
+def test_time_side_by_side_interleaves_rounds(monkeypatch):
+    monkeypatch.setenv("ONNX_PDF_BENCH_SCALE", "0.05")
+    log = []
+    candidates = {"a": (lambda x: log.append(("a", len(x))), {1: np.zeros(1), 4: np.zeros(4)}),
+                  "b": (lambda x: log.append(("b", len(x))), {1: np.zeros(1)})}
+    out = benchmark.time_side_by_side(candidates, min_time_s=0.2, rounds=3, warmup=2, pause_s=0)
+    assert sorted(out) == ["a", "b"] and sorted(out["a"]) == ["1", "4"] and sorted(out["b"]) == ["1"]
+    for name, batch in [("a", 1), ("a", 4), ("b", 1)]:
+        stats = out[name][str(batch)]
+        assert len(stats["round_p50"]) == 3 and stats["n"] >= 3 * 2 and 0 < stats["p50"] <= stats["p90"]
+        assert log.count((name, batch)) == stats["n"] + 2  # warm-up calls are not timed
+    # interleaved: after the warm-up, "b" is called before the last call of "a" (not all of "a", then all of "b")
+    timed = log[6:]
+    assert timed.index(("b", 1)) < len(timed) - 1 - timed[::-1].index(("a", 1))
+    with pytest.raises(ValueError, match="rounds must be at least 1"):
+        benchmark.time_side_by_side(candidates, rounds=0)
+
+
+def test_side_by_side_results_validate(results):
+    results = copy.deepcopy(results)
+    results["variants"][0]["latency_us"]["1"]["round_p50"] = [1.0, 2.0]  # the extra field is allowed
+    benchmark.validate_results(results)
