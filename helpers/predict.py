@@ -301,13 +301,28 @@ def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
         if index.max() >= len(palette):
             raise InputError(f"{path}: corrupt PNG (palette index {index.max()} beyond {len(palette)} entries)")
         samples, maximum, color = palette[index].astype(np.int64), 255, 2
-    samples = samples.reshape(height, width, -1)
-    if color in (2, 6):  # RGB -> gray with the ITU-R 601 weights (the ones Pillow's convert("L") uses)
+    return gray_from_pixels(samples.reshape(height, width, -1), maximum, path)
+
+
+def gray_from_pixels(samples: np.ndarray, maximum: int = 255, name="image") -> np.ndarray:
+    """Integer pixels [H, W, C] -> float32 gray values in 0..1, [H, W]: what ``decode_png`` does after decoding.
+
+    C = 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA), values 0..``maximum``. Colour becomes gray with the
+    ITU-R 601 weights; transparent parts are read as paper of the opposite colour to the ink
+    (``_transparent_background``), so ``find_ink`` of the result is the ink of a canvas export.
+    """
+    samples = np.asarray(samples)
+    if samples.ndim != 3 or samples.shape[2] not in (1, 2, 3, 4) or not np.issubdtype(samples.dtype, np.integer):
+        raise InputError(f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
+                         f"{samples.shape}")
+    samples = samples.astype(np.int64)
+    channels = samples.shape[2]
+    if channels >= 3:  # RGB -> gray with the ITU-R 601 weights (the ones Pillow's convert("L") uses)
         gray = (samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000) >> 16
     else:
         gray = samples[..., 0]
-    if color in (4, 6) and (samples[..., -1] < maximum).any():  # transparency: which colour is the ink?
-        gray = _transparent_background(gray, samples[..., -1], maximum, path)
+    if channels in (2, 4) and (samples[..., -1] < maximum).any():  # transparency: which colour is the ink?
+        gray = _transparent_background(gray, samples[..., -1], maximum, name)
     return (gray / maximum).astype(np.float32)
 
 
