@@ -233,7 +233,11 @@ def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: 
     root = Path(root)
     out = root / out  # an absolute ``out`` stays as it is
     entries = read_series(root / "notebooks")
-    exporter = HTMLExporter(template_name="lab", embed_images=True)
+    from traitlets.config import Config
+
+    # a streamed answer printed piece by piece (notebook 07) reads as one block, as in Jupyter
+    exporter = HTMLExporter(config=Config({"CoalesceStreamsPreprocessor": {"enabled": True}}),
+                            template_name="lab", embed_images=True)
 
     def export(nb, name: str, path: Path) -> None:
         for cell in nb.cells:  # links between notebooks point at the HTML pages
