@@ -4,7 +4,7 @@ What the notebook *teaches* (session options, threads, what is timed) is written
 
 * ``time_by_batch``: one timing loop for any runtime, input already in the runtime's own tensor type;
 * ``time_side_by_side``: several variants timed in interleaved rounds, so a busy moment hits them all alike;
-* ``artifacts/benchmarks.json``: described by the JSON Schema ``RESULTS_SCHEMA``, checked by
+* ``artifacts/benchmarks.json``: made by ``new_results``, described by the JSON Schema ``RESULTS_SCHEMA``, checked by
   ``validate_results`` (``jsonschema``), written atomically by ``write_results``, read by ``load_results``;
 * ``ratio_rows`` / ``ratio_table``, ``evaluate_targets`` / ``targets_text``, ``plot_latency``.
 
@@ -160,6 +160,20 @@ def validate_results(results: Any) -> dict:
     if problems:
         raise BenchmarkFormatError("; ".join(problems))
     return results
+
+
+def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence[int], threads: int,
+                settings: Mapping[str, Any], packages: Mapping[str, str] | None = None) -> dict:
+    """The results document: schema tag, time, this machine (``helpers.timing.machine_report``), settings,
+    variants and targets. ``packages``: versions measured elsewhere (Keras' process) added to the machine's."""
+    import time
+
+    from helpers.timing import machine_report
+
+    machine = machine_report(["numpy", "onnx", "onnxruntime", "torch"], threads=threads)
+    machine["packages"].update(packages or {})
+    return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine,
+            "settings": dict(settings), "batch_sizes": list(batch_sizes), "variants": variants, "targets": targets}
 
 
 def write_results(results: dict, path: str | os.PathLike | None = None) -> Path:

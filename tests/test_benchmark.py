@@ -264,3 +264,11 @@ def test_side_by_side_results_validate(results):
     results = copy.deepcopy(results)
     results["variants"][0]["latency_us"]["1"]["round_p50"] = [1.0, 2.0]  # the extra field is allowed
     benchmark.validate_results(results)
+
+
+def test_new_results_is_a_valid_document(results):
+    doc = benchmark.new_results(results["variants"], results["targets"], results["batch_sizes"], 2,
+                                {"threads": 2}, packages={"keras": "3.0"})
+    assert benchmark.validate_results(doc) is doc
+    assert doc["machine"]["threads"] == 2 and doc["machine"]["packages"]["keras"] == "3.0"
+    assert doc["schema"] == benchmark.SCHEMA and doc["settings"] == {"threads": 2}
