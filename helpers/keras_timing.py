@@ -4,7 +4,9 @@ TensorFlow stays out of the notebook's process: with these builds (torch 2.14.1,
 TensorFlow is loaded PyTorch's convolution backward pass crashes the process, and TensorFlow's thread pools would
 compete with the runtimes timed there. This rebuilds notebook 02's Keras MLP from the weights in its ``.onnx`` file
 (tf2onnx writes each Dense layer as ``MatMul`` then ``Add``), checks it gives ONNX Runtime's logits, times
-``model(x, training=False)`` with ``helpers.benchmark.time_by_batch`` and prints one JSON object.
+``model(x, training=False)`` and the same ``.onnx`` file in ONNX Runtime (same threads, spinning off) side by side
+with ``helpers.benchmark.time_side_by_side`` (interleaved rounds, so both see the same machine load), and prints
+one JSON object.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ def main(argv=None) -> int:
     import onnxruntime as ort
     import tensorflow as tf
 
-    from helpers.benchmark import time_by_batch
+    from helpers.benchmark import onnxruntime_predict, time_side_by_side
     from helpers.mnist import load_mnist
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count
@@ -59,14 +61,23 @@ def main(argv=None) -> int:
     data = load_mnist()
     x_test = data.x_test[:, None].astype(np.float32) / 255.0
     logits = model(x_test, training=False).numpy()
-    reference = ort.InferenceSession(args.model, providers=["CPUExecutionProvider"]).run(None, {"image": x_test})[0]
+    options = ort.SessionOptions()  # the notebook's settings: same threads, operators in sequence, no spinning
+    options.intra_op_num_threads, options.inter_op_num_threads = args.threads, 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
+    reference = session.run(None, {"image": x_test})[0]
     inputs = {b: tf.convert_to_tensor(x_test[:b]) for b in args.batch_sizes}  # converted before timing
+    latency = time_side_by_side({"keras": (lambda x: model(x, training=False), inputs),
+                                 "onnxruntime": (onnxruntime_predict(session),
+                                                 {b: np.ascontiguousarray(x_test[:b]) for b in args.batch_sizes})},
+                                min_time_s=args.min_time_s)
     print(json.dumps({
         "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
         "max_abs_diff_vs_onnxruntime": float(np.abs(logits - reference).max()),
         "accuracy": float((logits.argmax(1) == data.y_test).mean()),
         "size_bytes": int(sum(w.nbytes for w in arrays)),
-        "latency_us": time_by_batch(lambda x: model(x, training=False), inputs, min_time_s=args.min_time_s),
+        "latency_us": latency["keras"],
+        "onnxruntime_fp32_latency_us": latency["onnxruntime"],  # the same file, timed side by side with Keras
     }))
     return 0
 
