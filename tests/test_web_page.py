@@ -165,18 +165,11 @@ def test_drawing_with_the_mouse_and_clear(browser, server):
     assert browser.find_element(By.ID, "prediction").text == "–"
 
 
-def test_opening_files_that_are_not_digit_classifiers_says_why(browser, server, tmp_path):
-    from onnx import TensorProto, helper, save
+def test_opening_files_that_are_not_digit_classifiers_says_why(browser, server, tmp_path, flat_model):
     from selenium.webdriver.common.by import By
 
     open_page(browser, server)
     (tmp_path / "notes.onnx").write_text("this is a text file, not a model")
-    flat = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
-                             [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
-                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])])
-    model = helper.make_model(flat, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9
-    save(model, tmp_path / "flat.onnx")
     cases = {"notes.onnx": "notes.onnx is not an ONNX model ONNX Runtime Web can open",
              "flat.onnx": "flat.onnx is not an MNIST digit classifier [batch, 1, 28, 28] → [batch, 10]: expected "
                           "input 'x' shaped [batch, 1, 28, 28], found [batch, 784]"}
