@@ -23,9 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from helpers.assets import atomic_path
+from helpers.atomic import atomic_path
 from helpers.paths import artifacts_dir
-from helpers.timing import measure
+from helpers.timing import bench_scale, measure
 
 SCHEMA = "onnx-pdf/benchmarks/v1"
 RESULTS_FILE = "benchmarks.json"
@@ -105,7 +105,7 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    scale = float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+    scale = bench_scale()
     slice_s = min_time_s * scale / rounds
     pairs = [(name, b) for name, (_, inputs) in candidates.items() for b in inputs]
     samples: dict[tuple, list[list[float]]] = {pair: [] for pair in pairs}

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from helpers.atomic import cached_dir
 from helpers.paths import REPO_ROOT, cache_dir
+from helpers.timing import bench_scale
 
 INFERENCE_REQUIREMENTS = REPO_ROOT / "requirements-inference.txt"
 # Installers a venv may carry that are not part of what it runs.
@@ -156,7 +157,7 @@ def environment_size(python: Path | str) -> dict:
 def import_seconds(python: Path | str, module: str, repeat: int = 3, warmup: int = 1) -> dict:
     """Wall-clock seconds of ``import module``, each in a fresh process; ``warmup`` runs are discarded
     (they fill the OS file cache). ``ONNX_PDF_BENCH_SCALE`` scales ``repeat`` (at least 1)."""
-    scale = float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+    scale = bench_scale()
     code = ("import time; t0 = time.perf_counter(); import {m}; "
             "print(repr(time.perf_counter() - t0))").format(m=module)
     env = clean_environ() | {"TF_CPP_MIN_LOG_LEVEL": "2"}

@@ -222,7 +222,7 @@ def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, n
                      f"save it on an opaque background")
 
 
-def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
+def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
                max_side: int | None = None) -> np.ndarray:
     """Decode a non-interlaced PNG (its bytes) into float32 gray values in 0..1, shape [height, width].
 
@@ -230,7 +230,6 @@ def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
     Raises ``InputError`` with the reason for anything else (bad signature or checksum, truncated file,
     unsupported format, transparency that hides which pixels are ink).
     """
-    path = name
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
     pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
@@ -300,7 +299,7 @@ def decode_png(data: bytes, name, expected_hw: tuple[int, int] | None = None,
         index = samples.reshape(height, width)
         if index.max() >= len(palette):
             raise InputError(f"{path}: corrupt PNG (palette index {index.max()} beyond {len(palette)} entries)")
-        samples, maximum, color = palette[index].astype(np.int64), 255, 2
+        samples, maximum = palette[index].astype(np.int64), 255
     return gray_from_pixels(samples.reshape(height, width, -1), maximum, path)
 
 
@@ -331,9 +330,8 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
     return decode_png(read_bytes(path), Path(path), expected_hw)
 
 
-def decode_npy(data: bytes, name, expected_hw: tuple[int, int]) -> np.ndarray:
+def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
     """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
-    path = name
     try:
         array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
     except (ValueError, OSError, EOFError) as err:
@@ -360,11 +358,6 @@ def decode_npy(data: bytes, name, expected_hw: tuple[int, int]) -> np.ndarray:
         raise InputError(f"{path}: float values range {low:g}..{high:g}; expected 0..1 "
                          f"(divide uint8 pixels by 255, or save them as uint8)")
     return array.astype(np.float32)
-
-
-def read_npy(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
-    """``decode_npy`` of a file."""
-    return decode_npy(read_bytes(path), Path(path), expected_hw)
 
 
 def read_images(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:

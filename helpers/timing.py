@@ -14,6 +14,11 @@ from typing import Callable, Iterable
 import numpy as np
 
 
+def bench_scale() -> float:
+    """``ONNX_PDF_BENCH_SCALE`` (default 1.0): how much longer (or shorter) every timing loop of the series runs."""
+    return float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+
+
 def measure(fn: Callable[[], object], repeat: int | None = None, warmup: int = 3,
             min_time_s: float | None = None) -> dict:
     """Call ``fn`` ``warmup`` times, then time it; return p50/p90/mean in microseconds.
@@ -22,7 +27,7 @@ def measure(fn: Callable[[], object], repeat: int | None = None, warmup: int = 3
     ``ONNX_PDF_BENCH_SCALE`` (default 1.0) scales both, so a test run can be short and a
     learner's run precise.
     """
-    scale = float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+    scale = bench_scale()
     for _ in range(warmup):
         fn()
     samples = []
@@ -98,7 +103,9 @@ def tested_versions(requirements: Path | None = None) -> dict:
     """``{distribution: version}`` pinned in the series' ``requirements.txt`` (the versions it was tested with)."""
     import re
 
-    path = requirements or Path(__file__).resolve().parent.parent / "requirements.txt"
+    from helpers.paths import REPO_ROOT
+
+    path = requirements or REPO_ROOT / "requirements.txt"
     pins = {}
     for line in path.read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", line.strip())

@@ -186,7 +186,6 @@ def drive_page(url: str, drawing_rgba, screenshot: Path, timing_blocks: int = 20
               done(result);
             });
         """, drawing_rgba.ravel().tolist(), width, height, timing_blocks)
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(screenshot) as tmp:
             tmp.write_bytes(browser.get_screenshot_as_png())
         shown["png"] = base64.b64decode(shown["png"].split(",", 1)[1])

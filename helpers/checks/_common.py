@@ -83,6 +83,13 @@ def test_images(n: int):
     return contract_input(data.x_test[:n]), data.y_test[:n].astype(np.int64)
 
 
+def reference_logits(filename: str, images):
+    """Logits of the series' own file ``artifacts/<filename>`` (rebuilt if missing) on contract ``images``."""
+    from helpers.notebooks import require_artifact
+
+    return session(require_artifact(filename)).run(["logits"], {"image": images})[0]
+
+
 def renamed_copy(path) -> bytes:
     """The model at ``path`` with its input renamed 'image' -> 'pixel' and its output 'logits' -> 'scores'.
 

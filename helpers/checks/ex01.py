@@ -5,19 +5,18 @@ exercise's extra step (temperature, abstaining) written in numpy; the worked sol
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from helpers.checks._common import as_model_path, dims, load_model, session as _session, test_images
+from helpers.checks._common import as_model_path, dims, load_model, reference_logits, session as _session, test_images
 from helpers.exercises import Wrong
+from helpers.predict import softmax as _softmax
+
+_reference_logits = functools.partial(reference_logits, "mnist_mlp_pytorch.onnx")  # the notebook's own file
 
 RETRAINED = ("the file's logits differ from artifacts/mnist_mlp_pytorch.onnx: wrap the trained `model` of the notebook "
              "(if you trained it again, run the export cells of sections 3 and 4 again too)")
-
-
-def _reference_logits(images):
-    from helpers.notebooks import require_artifact
-
-    return _session(require_artifact("mnist_mlp_pytorch.onnx")).run(["logits"], {"image": images})[0]
 
 
 def _run(session, feeds: dict):
@@ -28,11 +27,6 @@ def _run(session, feeds: dict):
         shapes = {name: list(value.shape) for name, value in feeds.items()}
         raise Wrong(f"expected the file to run on float32 inputs {shapes}; ONNX Runtime says: "
                     f"{str(err).splitlines()[0][:200]}") from err
-
-
-def _softmax(logits):
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
 
 
 def check_static_export(answer):

@@ -4,21 +4,17 @@ The checks only need onnx, onnxruntime and numpy: they judge the file, not how i
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from helpers.checks._common import as_model_path, dims, load_model, session as _session, test_images
+from helpers.checks._common import as_model_path, dims, load_model, reference_logits, session as _session, test_images
 from helpers.exercises import Wrong
+from helpers.predict import softmax as _softmax
+
+_reference_logits = functools.partial(reference_logits, "mnist_mlp_keras.onnx")  # the notebook's own file
 
 TOLERANCE = dict(rtol=1e-4, atol=1e-4)  # notebook 02's tolerance for ORT against Keras
-
-
-
-def _reference_logits(images):
-    """Logits of the notebook's own file, artifacts/mnist_mlp_keras.onnx, on ``images``."""
-    from helpers.notebooks import require_artifact
-
-    reference = _session(require_artifact("mnist_mlp_keras.onnx"))
-    return reference.run(["logits"], {"image": images})[0]
 
 
 def check_fixed_batch(answer):
@@ -48,11 +44,6 @@ def check_fixed_batch(answer):
     return [f"input {name!r} fixed to [32, 1, 28, 28]; a batch of 32 gives logits (32, 10)",
             f"a batch of 7 fails: {message}",
             "10,000 images at once fail the same way: callers must split into batches of exactly 32 (and pad the last)"]
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
 
 
 def check_temperature(answer):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import as_model_path, contract_input, require_callable, require_keys, session as _session
+from helpers.checks._common import as_model_path, require_callable, require_keys, session as _session, test_images
 from helpers.exercises import Wrong
 
 PAPER = (235, 215, 140)  # yellowish paper: its own gray is about 0.83, i.e. 17 % "ink" for a naive 1 - gray
@@ -117,9 +117,7 @@ def _check_ort(answer):
         raise Wrong(f"expected an ORT-format file (bytes 4-8 are {ORT_MAGIC!r}); {path.name} starts with "
                     f"{head!r}: is it the .onnx file, renamed or not converted?")
     onnx_path = require_artifact("mnist_cnn_pytorch.onnx")
-    from helpers.mnist import load_mnist
-
-    images = contract_input(load_mnist().x_test[:500])
+    images = test_images(500)[0]
     converted, original = _session(path), _session(onnx_path)
     shape = converted.get_inputs()[0].shape
     if list(shape[1:]) != [1, 28, 28]:
