@@ -164,11 +164,11 @@ def validate_results(results: Any) -> dict:
 
 def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence[int], threads: int,
                 settings: Mapping[str, Any], packages: Mapping[str, str] | None = None) -> dict:
-    """The results document: schema tag, time, this machine (``helpers.timing.machine_report``), settings,
+    """The results document: schema tag, time, this machine (``helpers.machine.machine_report``), settings,
     variants and targets. ``packages``: versions measured elsewhere (Keras' process) added to the machine's."""
     import time
 
-    from helpers.timing import machine_report
+    from helpers.machine import machine_report
 
     machine = machine_report(["numpy", "onnx", "onnxruntime", "torch"], threads=threads)
     machine["packages"].update(packages or {})

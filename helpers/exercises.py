@@ -10,7 +10,8 @@ feedback::
 that is truthy when the answer is right. Worked solutions live in ``solutions/`` at the top of the
 repository (for teachers; see README), and ``tests/test_exercises.py`` runs every solution through its check,
 so no exercise is unsolvable or broken. Each ``helpers/checks/exNN.py`` ends with a plain mapping
-``CHECKS = {"NN.K": checker}``; a checker raises :class:`Wrong` with what is not right yet.
+``CHECKS = {"NN.K": checker}``; a checker raises ``Wrong`` (from ``helpers.checks._common``, which
+imports nothing of this module) with what is not right yet.
 
 Checkers import what they need inside the function: importing this module loads no framework.
 """
@@ -19,9 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
-class Wrong(Exception):
-    """Raised inside a checker with a message telling the learner what is not right yet."""
+from helpers.checks._common import Wrong
 
 
 @dataclass

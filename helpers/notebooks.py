@@ -56,24 +56,63 @@ def run_notebook(name: str, timeout: int = 3600) -> None:
     print(f"... {name} finished in {seconds:.0f} s", flush=True)
 
 
+def loads(path: Path) -> str | None:
+    """``None`` when ONNX Runtime can open the model at ``path``, else why not (missing, truncated, not ONNX)."""
+    import onnxruntime as ort
+
+    if not path.is_file():
+        return "it is missing"
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception as err:  # onnxruntime raises its own exception types for a file it cannot load
+        return f"ONNX Runtime cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+    return None
+
+
 def require_artifact(filename: str) -> Path:
-    """Path of ``artifacts/<filename>``, running the notebook that produces it if it is missing."""
+    """Path of ``artifacts/<filename>``, a model that loads: when it is missing, or half-written by an
+    interrupted save (it does not load), the notebook that produces it runs first."""
     path = artifacts_dir() / filename
-    if path.exists():
-        return path
     if filename not in PRODUCERS:
+        if path.exists():
+            return path
         raise FileNotFoundError(f"{path} is missing and no notebook is registered to produce it "
                                 f"(known: {sorted(PRODUCERS)})")
-    print(f"{path.name} is missing.", file=sys.stderr)
+    problem = loads(path)
+    if problem is None:
+        return path
+    print(f"{path.name}: {problem}.", file=sys.stderr)
     run_notebook(PRODUCERS[filename])
-    if not path.exists():
-        raise FileNotFoundError(f"{PRODUCERS[filename]} ran but did not write {path}")
+    problem = loads(path)
+    if problem is not None:
+        raise FileNotFoundError(f"{PRODUCERS[filename]} ran but {path}: {problem}")
     return path
+
+
+def from_notebook(notebook: str, *names: str) -> tuple:
+    """The objects ``names`` as a notebook teaches them (d2l's ``#@save``): the code cells of
+    ``notebooks/<notebook>`` whose first line is ``#@save`` run in order, in a namespace of their own, until
+    every name is defined. The notebook's cell is the only definition; a class or constant used elsewhere
+    (another notebook, a solution, a checker) comes from here, so changing it means changing one cell.
+    """
+    import nbformat
+
+    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
+    namespace: dict = {"__name__": f"notebooks.{Path(notebook).stem}"}
+    for cell in nb.cells:
+        if all(name in namespace for name in names):
+            break
+        if cell.cell_type == "code" and cell.source.lstrip().startswith("#@save"):
+            exec(compile(cell.source, f"{notebook} (#@save cell)", "exec"), namespace)
+    missing = [name for name in names if name not in namespace]
+    if missing:
+        raise LookupError(f"{notebook} has no #@save cell defining {missing}")
+    return tuple(namespace[name] for name in names)
 
 
 SERIES_GLOB = "[0-9][0-9]_*.ipynb"
 
 
-def series(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
+def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     """The notebooks of the series, in order (``NN_verb_object.ipynb``)."""
     return sorted(Path(notebooks_dir).glob(SERIES_GLOB))

@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.atomic import atomic_dir, atomic_path
-from helpers.notebooks import SERIES_GLOB, execute_notebook, series
+from helpers.notebooks import SERIES_GLOB, execute_notebook, notebook_paths
 from helpers.paths import REPO_ROOT
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN = 200, 10
@@ -110,7 +110,7 @@ def read_entry(path: Path) -> Entry:
 
 
 def read_series(notebooks_dir: Path) -> list[Entry]:
-    entries = [read_entry(p) for p in series(notebooks_dir)]
+    entries = [read_entry(p) for p in notebook_paths(notebooks_dir)]
     if not entries:
         raise SeriesError(f"no notebooks {SERIES_GLOB} in {notebooks_dir}")
     numbers = [e.number for e in entries]

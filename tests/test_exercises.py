@@ -11,9 +11,9 @@ EXERCISES = sorted(all_exercises())
 
 
 def test_every_notebook_has_two_or_three_exercises():
-    from helpers.notebooks import series
+    from helpers.notebooks import notebook_paths
 
-    for path in series():
+    for path in notebook_paths():
         number = path.name[:2]
         count = sum(1 for e in EXERCISES if e.startswith(number + "."))
         assert 2 <= count <= 3, f"notebook {path.name} has {count} checked exercises"
@@ -44,9 +44,9 @@ def test_unknown_exercise_lists_the_known_ones():
 def test_exercise_notebook_mentions_its_checks():
     import nbformat
 
-    from helpers.notebooks import series
+    from helpers.notebooks import notebook_paths
 
-    for path in series():
+    for path in notebook_paths():
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
         for exercise_id in (e for e in EXERCISES if e.startswith(path.name[:2] + ".")):
             assert f'check("{exercise_id}"' in text, f"{path.name} does not show check(\"{exercise_id}\", ...)"

@@ -11,10 +11,10 @@ import re
 import nbformat
 import pytest
 
-from helpers.notebooks import series
+from helpers.notebooks import notebook_paths
 from helpers.paths import NOTEBOOKS
 
-NOTEBOOK_PATHS = series()
+NOTEBOOK_PATHS = notebook_paths()
 IDS = [p.name for p in NOTEBOOK_PATHS]
 
 

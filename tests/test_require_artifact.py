@@ -16,23 +16,49 @@ def producers(tmp_path, monkeypatch):
     monkeypatch.setenv("ONNX_PDF_ARTIFACTS", str(artifacts))
     monkeypatch.setattr(notebooks, "NOTEBOOKS", tmp_path)
     code = {
-        "10_writes.ipynb": f"from pathlib import Path\nPath({str(artifacts)!r}, 'good.bin').write_bytes(b'ok')",
+        "10_writes.ipynb": ("from onnx import helper, TensorProto, save\n"
+                            "io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in 'xy']\n"
+                            "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g', io[:1], io[1:])\n"
+                            f"save(helper.make_model(g), {str(artifacts / 'good.onnx')!r})"),
         "11_fails.ipynb": "x = 1\nassert x == 2, 'the accuracy gate failed'",
         "12_forgets.ipynb": "print('wrote nothing')",
     }
     for name, source in code.items():
         nbformat.write(new_notebook(cells=[new_code_cell(source)]), tmp_path / name)
-    monkeypatch.setattr(notebooks, "PRODUCERS", {"good.bin": "10_writes.ipynb", "bad.bin": "11_fails.ipynb",
+    monkeypatch.setattr(notebooks, "PRODUCERS", {"good.onnx": "10_writes.ipynb", "bad.bin": "11_fails.ipynb",
                                                  "lost.bin": "12_forgets.ipynb"})
     return artifacts
 
 
 def test_a_missing_artifact_is_rebuilt_by_its_notebook(producers, capsys):
-    path = notebooks.require_artifact("good.bin")
-    assert path == producers / "good.bin" and path.read_bytes() == b"ok"
+    path = notebooks.require_artifact("good.onnx")
+    assert path == producers / "good.onnx" and notebooks.loads(path) is None
     assert "running 10_writes.ipynb" in capsys.readouterr().out
-    assert notebooks.require_artifact("good.bin") == path  # present: nothing runs
+    assert notebooks.require_artifact("good.onnx") == path  # present: nothing runs
     assert "running" not in capsys.readouterr().out
+
+
+def test_a_half_written_artifact_is_rebuilt(producers, capsys):
+    """A save cut short (an interrupted kernel) leaves a file that does not load: it is never used."""
+    path = notebooks.require_artifact("good.onnx")
+    whole = path.read_bytes()
+    path.write_bytes(whole[: len(whole) // 2])
+    assert notebooks.loads(path) is not None
+    assert notebooks.require_artifact("good.onnx") == path
+    captured = capsys.readouterr()
+    assert "ONNX Runtime cannot load it" in captured.err and "running 10_writes.ipynb" in captured.out
+    assert path.read_bytes() == whole
+
+
+def test_from_notebook_runs_only_the_save_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr(notebooks, "NOTEBOOKS", tmp_path)
+    cells = [new_code_cell("#@save\nMEAN = 0.5"), new_code_cell("raise SystemExit('not a #@save cell')"),
+             new_code_cell("#@save\ndef scale(x):\n    return x * MEAN")]
+    nbformat.write(new_notebook(cells=cells), tmp_path / "20_teaches.ipynb")
+    mean, scale = notebooks.from_notebook("20_teaches.ipynb", "MEAN", "scale")
+    assert mean == 0.5 and scale(4) == 2.0
+    with pytest.raises(LookupError, match="no #@save cell defining \\['nothing'\\]"):
+        notebooks.from_notebook("20_teaches.ipynb", "nothing")
 
 
 def test_a_failing_notebook_is_named_with_its_error(producers):
@@ -43,7 +69,7 @@ def test_a_failing_notebook_is_named_with_its_error(producers):
 
 
 def test_a_notebook_that_does_not_write_its_artifact(producers):
-    with pytest.raises(FileNotFoundError, match="12_forgets.ipynb ran but did not write .*lost.bin"):
+    with pytest.raises(FileNotFoundError, match="12_forgets.ipynb ran but .*lost.bin: it is missing"):
         notebooks.require_artifact("lost.bin")
 
 

@@ -104,7 +104,7 @@ def test_sync_writes_nav_and_table_then_is_idempotent(tiny_series):
 
 def test_nav_cells_are_tagged_stripped_markdown_after_the_title_and_at_the_end(tiny_series):
     series.sync(tiny_series)
-    for path in series.series(tiny_series / "notebooks"):
+    for path in series.notebook_paths(tiny_series / "notebooks"):
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
         cells = nav_cells(path)
@@ -121,7 +121,7 @@ def test_nav_cells_are_tagged_stripped_markdown_after_the_title_and_at_the_end(t
 
 def test_nav_links_point_to_existing_files(tiny_series):
     series.sync(tiny_series)
-    for path in series.series(tiny_series / "notebooks"):
+    for path in series.notebook_paths(tiny_series / "notebooks"):
         for _, cell in nav_cells(path):
             targets = links(cell.source)
             assert len(targets) >= 2
@@ -287,11 +287,11 @@ def test_failing_notebook_keeps_the_previous_html_build(tiny_series):
 def test_real_notebooks_copy_syncs_idempotently_with_valid_links(tmp_path):
     (tmp_path / "notebooks").mkdir()
     shutil.copy(REPO_ROOT / "README.md", tmp_path / "README.md")
-    for path in series.series(REPO_ROOT / "notebooks"):
+    for path in series.notebook_paths(REPO_ROOT / "notebooks"):
         shutil.copy(path, tmp_path / "notebooks" / path.name)
     series.sync(tmp_path)
     assert series.check(tmp_path) == ""
-    for path in series.series(tmp_path / "notebooks"):
+    for path in series.notebook_paths(tmp_path / "notebooks"):
         assert len(nav_cells(path)) == 2
         for _, cell in nav_cells(path):
             for target in links(cell.source):

@@ -1,9 +1,10 @@
-"""helpers.timing: the numbers every benchmark in the series is built on."""
+"""helpers.timing and helpers.machine: the numbers every benchmark in the series is built on."""
 from __future__ import annotations
 
 import time
 
-from helpers.timing import Stopwatch, cpu_description, machine_report, measure
+from helpers.machine import cpu_description, machine_report
+from helpers.timing import measure
 
 
 def test_measure_reports_ordered_percentiles_in_microseconds():
@@ -24,12 +25,6 @@ def test_measure_by_time_budget_takes_at_least_ten_samples():
     calls = []
     result = measure(lambda: calls.append(1), min_time_s=0.0, warmup=2)
     assert result["n"] >= 10 and len(calls) == result["n"] + 2
-
-
-def test_stopwatch():
-    with Stopwatch() as sw:
-        time.sleep(0.01)
-    assert sw.seconds >= 0.009
 
 
 def test_machine_report_describes_cpu_threads_and_packages():

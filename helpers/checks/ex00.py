@@ -6,7 +6,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from helpers.checks._common import load_model, require_callable, require_keys, test_images
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 
 def check_gemm_model(answer):

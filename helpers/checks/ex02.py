@@ -9,7 +9,7 @@ import functools
 import numpy as np
 
 from helpers.checks._common import as_model_path, dims, load_model, reference_logits, session as _session, test_images
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 from helpers.predict import softmax as _softmax
 
 _reference_logits = functools.partial(reference_logits, "mnist_mlp_keras.onnx")  # the notebook's own file

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.checks._common import contract_input, require_callable, require_keys, session as _session
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.checks._common import as_model_path, require_callable, require_keys, session as _session, test_images
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 PAPER = (235, 215, 140)  # yellowish paper: its own gray is about 0.83, i.e. 17 % "ink" for a naive 1 - gray
 INK = (30, 60, 160)      # a blue ballpoint

@@ -16,7 +16,7 @@ import numpy as np
 
 from helpers.checks._common import as_model_path, load_model, require_keys, test_images
 from helpers.checks._common import session as open_session
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 MAX_SIZE_RATIO = 0.30   # the notebook's gate for int8 files (and easily met by 4-bit ones)
 MAX_DROP_PP = 1.0       # the notebook's gate for static int8 and 4-bit files, in percentage points

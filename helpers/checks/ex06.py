@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.checks._common import require_callable, require_keys
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 # ---------------------------------------------------------------------------------------------- 06.1
 SLOW_FIRST_CALLS = 3  # the stand-in model's first calls are slow, as a real model's are (allocation, kernel choice)

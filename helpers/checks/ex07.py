@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from helpers.checks._common import require_callable
-from helpers.exercises import Wrong
+from helpers.checks._common import Wrong
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,4 +1,4 @@
-"""Tests for helpers.graphs (the graph pictures of notebook 00)."""
+"""Tests for helpers.graph_drawing (the graph pictures of notebook 00)."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from helpers import graphs
+from helpers import graph_drawing
 
 
 def tiny_model(add_input: str = "b") -> onnx.ModelProto:
@@ -31,7 +31,7 @@ def tiny_model(add_input: str = "b") -> onnx.ModelProto:
 
 
 def test_edges_follow_tensor_names_and_weights_label_their_operator():
-    G = graphs.onnx_to_networkx(tiny_model())
+    G = graph_drawing.onnx_to_networkx(tiny_model())
     assert list(G.edges(data="tensor")) == [("input:x", "op:0", "x"), ("op:0", "op:1", "xW"),
                                             ("op:1", "op:2", "xW_plus_b"), ("op:2", "output:y", "y")]
     assert [G.nodes[n]["label"] for n in ("op:0", "op:1", "op:2")] == ["MatMul\nW", "Add\nb", "Relu"]
@@ -40,22 +40,22 @@ def test_edges_follow_tensor_names_and_weights_label_their_operator():
 @pytest.mark.parametrize("bad", ["model.onnx", b"\x08\x0a", None])
 def test_not_a_model_proto_is_a_type_error_with_a_hint(bad):
     with pytest.raises(TypeError, match=r"expected an onnx\.ModelProto \(load a file with onnx\.load"):
-        graphs.draw_onnx_graph(bad)
+        graph_drawing.draw_onnx_graph(bad)
 
 
 def test_dangling_input_and_unproduced_output_are_value_errors():
     with pytest.raises(ValueError, match=r"node 1 \(Add\) reads 'bias', which is not a graph input"):
-        graphs.onnx_to_networkx(tiny_model(add_input="bias"))
+        graph_drawing.onnx_to_networkx(tiny_model(add_input="bias"))
     model = tiny_model()
     model.graph.output[0].name = "nowhere"
     with pytest.raises(ValueError, match="graph output 'nowhere' is not produced"):
-        graphs.onnx_to_networkx(model)
+        graph_drawing.onnx_to_networkx(model)
 
 
 def test_draw_shows_one_box_per_node_top_to_bottom():
     import matplotlib.pyplot as plt
 
-    fig = graphs.draw_onnx_graph(tiny_model(), title="tiny")
+    fig = graph_drawing.draw_onnx_graph(tiny_model(), title="tiny")
     try:
         ax = fig.axes[0]
         boxes = {t.get_text(): t.get_position()[1] for t in ax.texts if t.get_bbox_patch() is not None}
@@ -68,7 +68,7 @@ def test_draw_shows_one_box_per_node_top_to_bottom():
 
 
 def test_import_stays_light():
-    code = ("import sys, helpers.graphs; heavy = [m for m in ('torch', 'tensorflow', 'networkx', "
+    code = ("import sys, helpers.graph_drawing; heavy = [m for m in ('torch', 'tensorflow', 'networkx', "
             "'matplotlib', 'onnx') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -1,0 +1,84 @@
+"""What a reader needs to interpret a number: the CPU, its flags, and the package versions.
+
+``show_versions`` prints each notebook's package versions beside the versions the series was tested with.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable
+
+
+def cpu_description() -> dict:
+    """CPU model, logical cores and the instruction-set flags that matter for inference speed."""
+    model, flags = platform.processor() or "unknown", set()
+    ids = {}  # vendor, family, model number, stepping: "AMD EPYC" alone does not say which generation
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():  # Linux; elsewhere the flags stay unknown (an empty list in the report)
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "model name" and model in ("unknown", "", "x86_64"):
+                model = value
+            elif key == "flags":
+                flags = set(value.split())
+            elif key in ("vendor_id", "cpu family", "model", "stepping") and key not in ids:
+                ids[key] = value
+    interesting = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                   "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"]
+    return {"model": model, "vendor": ids.get("vendor_id"), "family": ids.get("cpu family"),
+            "model_number": ids.get("model"), "stepping": ids.get("stepping"),
+            "logical_cores": os.cpu_count(), "machine": platform.machine(),
+            "flags": [f for f in interesting if f in flags]}
+
+
+def package_versions(names: Iterable[str]) -> dict:
+    """Installed versions of the given distributions (``None`` when absent)."""
+    out = {}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None) -> dict:
+    """Everything a reader needs to interpret a timing: CPU, flags, threads, Python and packages."""
+    return {"cpu": cpu_description(), "threads": threads, "python": platform.python_version(),
+            "os": platform.platform(), "packages": package_versions(packages)}
+
+
+def tested_versions(requirements: Path | None = None) -> dict:
+    """``{distribution: version}`` pinned in the series' ``requirements.txt`` (the versions it was tested with)."""
+    import re
+
+    from helpers.paths import REPO_ROOT
+
+    path = requirements or REPO_ROOT / "requirements.txt"
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", line.strip())
+        if match:
+            pins[match[1].lower()] = match[2]
+    return pins
+
+
+def show_versions(*names: str) -> dict:
+    """Print each package's installed version beside the version the series was tested with; warn on a difference.
+
+    A different version is not an error (the notebook may well work), so this warns instead of failing:
+    exact pins live in ``requirements.txt`` and ``tests/test_environment.py``. Returns ``{name: installed}``.
+    """
+    import warnings
+
+    tested, found = tested_versions(), package_versions(names)
+    for name in names:
+        want = tested.get(name.lower())
+        mark = "" if want is None or found[name] == want else "   <- differs from the tested version"
+        print(f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}")
+        if mark:
+            warnings.warn(f"{name} {found[name]} is installed; the series was tested with {want} "
+                          f"(`pip install -r requirements.txt` restores it)", stacklevel=2)
+    return found
