@@ -5,15 +5,14 @@
 * ``cached_dir(dest, build, ready)``: ``dest`` if ``ready(dest)``, else built once with ``build(folder)``.
 
 A folder is built in ``.NAME.tmp`` beside ``NAME``, renamed ``.NAME.new`` once complete, then swapped in
-(``NAME`` -> ``.NAME.old``, ``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted), all under an exclusive lock on
-``.NAME.lock``. Whoever takes the lock next first tidies up after a process killed at any of these steps:
-it finishes the swap if ``.NAME.new`` exists (it is complete) and deletes ``.NAME.tmp`` and ``.NAME.old``.
-A second process building the same folder waits for the lock, then finds the first one's result ready.
+(``NAME`` -> ``.NAME.old``, ``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted), all under a ``filelock`` lock on
+``.NAME.lock`` (an ``flock``, which the kernel releases if the process dies). Whoever takes the lock next first
+tidies up after a process killed at any step: it finishes the swap if ``.NAME.new`` exists (it is complete) and
+deletes ``.NAME.tmp`` and ``.NAME.old``. A second process building the same folder waits, then finds it ready.
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import secrets
 import shutil
@@ -56,29 +55,23 @@ def _swap_in(new: Path, dest: Path, old: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(dest: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``.NAME.lock`` (deleted on release), after tidying a killed builder's leftovers."""
+    """Hold the lock on ``.NAME.lock`` (deleted on release), after tidying a killed builder's leftovers."""
+    from filelock import FileLock  # imported here: most users of this module never build a folder
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     lock = dest.with_name(f".{dest.name}.lock")
-    while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if this process dies
-        with contextlib.suppress(FileNotFoundError):
-            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
-                break  # the file we locked is still the lock (its previous holder did not delete it meanwhile)
-        os.close(fd)
-    try:
-        tmp, new, old = _staging(dest)
-        _remove(tmp)
-        if new.is_dir():  # complete, but its swap was interrupted: finish it
-            _swap_in(new, dest, old)
-        _remove(old)
-        for legacy in dest.parent.glob(f".{dest.name}.old-*"):  # left by this module's first version
-            _remove(legacy)
-        yield
-    finally:
-        with contextlib.suppress(FileNotFoundError):  # deleted by hand meanwhile: nothing to undo
-            os.unlink(lock)
-        os.close(fd)
+    with FileLock(lock):
+        try:
+            tmp, new, old = _staging(dest)
+            _remove(tmp)
+            if new.is_dir():  # complete, but its swap was interrupted: finish it
+                _swap_in(new, dest, old)
+            _remove(old)
+            for legacy in dest.parent.glob(f".{dest.name}.old-*"):  # left by this module's first version
+                _remove(legacy)
+            yield
+        finally:  # deleted while still held: a waiter that locks the deleted file sees that and locks anew
+            lock.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager
