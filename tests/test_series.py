@@ -215,8 +215,10 @@ def test_reading_time_counts_prose_and_code_of_the_core_path_and_of_the_whole(ti
                 new_markdown_cell("## Exercises\n\n" + "more " * 98)]
     first_words = len(nb.cells[0].source.split())
     nbformat.write(nb, path)
-    expected_core = (first_words + 400 + 200) / 200 + 18 / 10
-    expected_whole = expected_core + 200 / 200 + 10 / 10 + 100 / 200
+    expected_core = (first_words + 400 + 200) / 150 + 18 / 6
+    expected_whole = expected_core + 200 / 150 + 10 / 6 + 100 / 150
+    counts = series.core_counts(nb)
+    assert (counts["core_words"], counts["core_lines"], counts["core_long_lines"]) == (first_words + 600, 18, 0)
     assert series.reading_minutes(nb) == pytest.approx((expected_core, expected_whole))
     series.sync(tiny_series)  # nav cells do not count
     entry = series.read_entry(path)
@@ -225,7 +227,7 @@ def test_reading_time_counts_prose_and_code_of_the_core_path_and_of_the_whole(ti
     assert row == f"{round(expected_core)} / {round(expected_whole)} min"
     readme = (tiny_series / "README.md").read_text()
     assert f"| Export a thing. | {row} | not measured yet |" in readme
-    assert "200 words of prose and 10 lines of code per minute" in readme.split(series.TABLE_START)[1]
+    assert "150 words of prose and 6 lines of code per minute" in readme.split(series.TABLE_START)[1]
     no_deeper = series.read_entry(tiny_series / "notebooks" / "00_open_things.ipynb").reading_min
     assert no_deeper[0] == no_deeper[1] > 0
 
@@ -320,7 +322,8 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
     assert rows, "no plan table under 'A 3-hour class'"
     entries = {e.number: e for e in read_series(NOTEBOOKS)}
     total = None
-    minutes = 0
+    minutes = in_class = 0
+    cores = set()
     for block, value in rows:
         if block == "total":
             total = int(value)
@@ -328,13 +331,37 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
         minutes += int(value)
         core = re.fullmatch(r"(\d\d) core path", block)
         if core:
+            cores.add(core[1])
             entry = entries[core[1]]
             expected = math.ceil(entry.reading_min[0] + (entry.run_time_s or 0) / 60)
             assert int(value) == expected, f"plan says {value} min for {block}, the notebook gives {expected}"
-        else:
+        elif block != "questions and breaks":
             exercise = re.match(r"exercise (\d\d\.\d) in class", block)
-            assert exercise, f"plan row {block!r} is neither a core path nor an exercise in class"
+            assert exercise, f"plan row {block!r} is neither a core path, an exercise in class nor questions"
             from helpers.exercises import all_exercises
             assert exercise[1] in all_exercises(), f"plan names exercise {exercise[1]}, which does not exist"
+        if not core:
+            in_class += int(value)
     assert total == minutes, f"the plan's total says {total} min, its rows add up to {minutes}"
     assert total <= 180, f"the plan takes {total} min, more than a 3-hour class"
+    assert in_class >= 45, f"the plan leaves {in_class} min for exercises and questions, fewer than 45"
+    missing = {e.number for e in entries.values() if not series.is_optional(e)} - cores
+    assert not missing, f"the plan has no row for the core path of {sorted(missing)}"
+
+
+def test_core_paths_fit_a_three_hour_class():
+    """Issue 17's budget: the core paths a class must get through (optional notebooks aside) hold at most 5,000
+    words and 480 non-blank code lines (about 120 minutes at the live pace), and no code line over 100
+    characters. Details: ``python -m helpers.series budget``."""
+    import nbformat
+
+    from helpers.paths import NOTEBOOKS
+
+    words = lines = 0
+    for entry in series.read_series(NOTEBOOKS):
+        counts = series.core_counts(nbformat.read(entry.path, as_version=4))
+        assert counts["core_long_lines"] == 0, f"{entry.path.name}: core-path code lines over 100 characters"
+        if not series.is_optional(entry):
+            words, lines = words + counts["core_words"], lines + counts["core_lines"]
+    assert words <= 5000 and lines <= 480, (f"core paths hold {words} words and {lines} code lines (budget: 5,000 "
+                                            f"and 480):\n{series.budget()}")
