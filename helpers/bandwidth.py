@@ -1,14 +1,8 @@
-"""Memory read bandwidth with as many concurrent readers as the engines use threads (notebook 07).
-
-An LLM decode step reads every weight once, so ``bandwidth / bytes read per token`` bounds the tokens per
-second. The bandwidth must be measured the way the engines read, with as many concurrent readers as they have
-threads: one numpy thread alone can pull less than two engine threads do, which once made an engine look faster
-than its "bound". We measure 1, 2, ... up to that many readers and keep the most the memory delivered;
-:func:`best_of` merges readings taken before and after the engines run (contention only lowers a reading).
-Each reader sums its own array, far larger than any CPU cache; numpy releases the GIL while it sums, so the
-threads really read in parallel. The total is the bytes all readers read over the time from the first start
-to the last finish.
-"""
+"""Memory read bandwidth with as many concurrent readers as the engines use threads (notebook 07): each decode
+step reads every weight once, so ``bandwidth / bytes per token`` bounds tokens per second. Each reader sums its own
+array, far larger than any cache (numpy releases the GIL); the total is all bytes read from the first start to
+the last finish. We keep the most any count of readers got (one numpy thread may pull less than two engine
+threads)."""
 from __future__ import annotations
 
 import threading
