@@ -1,31 +1,25 @@
 """Classify handwritten digits with any MNIST ``.onnx`` file of the series, using only numpy + onnxruntime.
 
-Introduced in notebook 03 (``notebooks/03_run_with_onnxruntime.ipynb``), which proves it runs in an
-environment holding nothing but ``requirements-inference.txt`` (``tests/test_bare_env.py``)::
+Introduced in notebook 03, which proves it runs in an environment holding nothing but
+``requirements-inference.txt`` (``tests/test_bare_env.py``); this file imports no other ``helpers`` module, so
+a copy of it runs anywhere those two packages are installed::
 
-    python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png more.png batch.npy
-    python -m helpers.predict MODEL.onnx IMAGES... --json      # machine-readable output
+    python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png more.png batch.npy [--json]
     python -m helpers.predict MODEL.onnx drawing.png --preprocess mnist   # a drawing of any size (notebook 04)
-    python helpers/predict.py MODEL.onnx IMAGES...              # this file alone also works
+    python helpers/predict.py MODEL.onnx IMAGES...                      # this file alone also works
 
-This module imports only the standard library, numpy and onnxruntime, and no other ``helpers`` module, so
-it can be copied next to a model and run anywhere those two packages are installed.
+Images are 28x28 grayscale (the size comes from the model's input): ``.png`` files, read by the small decoder
+below (``zlib`` + ``struct``: inference needs nothing but numpy and onnxruntime; it reads what image editors
+and ``matplotlib`` write: gray, gray+alpha, RGB, RGBA, palette, 1-16 bits, non-interlaced; colour becomes gray
+with the ITU-R 601 weights Pillow uses), or ``.npy`` arrays (uint8 0..255 or float 0..1, ``[28, 28]``,
+``[N, 28, 28]`` or ``[N, 1, 28, 28]``).
 
-Images are read as 28x28 grayscale (the size comes from the model's input, not from this file):
-
-* ``.png``: read by the small decoder below (``zlib`` + ``struct`` from the standard library). We chose that
-  over Pillow on purpose: the point of this program is that inference needs numpy and onnxruntime and nothing
-  else, and reading a 28x28 PNG is ~100 lines. It handles what image editors and ``matplotlib`` write
-  (grayscale, gray+alpha, RGB, RGBA, palette; 1-16 bits; non-interlaced). Colour becomes gray with the
-  ITU-R 601 weights Pillow uses. Transparent pixels are background of the opposite colour to the ink: a canvas
-  export (dark strokes on transparent) reads like dark ink on white paper, light ink on transparent like the
-  MNIST way round; visible pixels both dark and light, or none, are an input error (nothing to tell ink by).
-* ``.npy``: uint8 0..255 or float 0..1, shaped ``[28, 28]``, ``[N, 28, 28]`` or ``[N, 1, 28, 28]``.
-
-The model contract (notebook 01): white digit on black, pixels scaled to 0..1. ``--invert`` turns a dark
-digit on a light background (how people usually draw) into that. ``--preprocess mnist`` takes drawings of any
-size either way round and makes them look like MNIST digits (crop, scale to 20 px, centre of mass at the centre;
-notebook 04, the same steps as ``web/preprocess.js``). A blank image is an input error, never a guess.
+The model contract (notebook 01): a light digit on black, pixels in 0..1. The border of each image tells its
+background: one that is not dark is refused (exit 4), never classified the wrong way round. ``--invert`` turns
+a dark digit on a light background into the contract; ``--preprocess mnist`` takes drawings of any size either
+way round (crop, scale to 20 px, centre of mass at the centre: how MNIST was made; the same steps as
+``web/preprocess.js``). Transparent pixels are paper of the opposite colour to the ink (a canvas export, dark
+strokes on transparency, reads as dark ink on white paper). A blank or ambiguous image is refused too.
 """
 from __future__ import annotations
 
@@ -35,11 +29,12 @@ import json
 import struct
 import sys
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import onnxruntime as ort
+from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 
 EXIT_OK, EXIT_USAGE, EXIT_MODEL, EXIT_INPUT = 0, 2, 3, 4
 
@@ -49,16 +44,18 @@ EXIT_CODES_HELP = """exit codes:
   3  model error: the model file is missing, is not a valid ONNX model, does not look like an image
      classifier [batch, 1, H, W] -> [batch, classes], or failed while running
   4  input error: an image is missing, unreadable (e.g. permission denied) or a folder, has the wrong size,
-     dtype, shape or value range, or is blank, empty or ambiguous (which pixels are the ink?)
+     dtype, shape or value range, is blank, empty or ambiguous (which pixels are the ink?), or its
+     background is not dark (a dark digit on a light background needs --invert or --preprocess mnist)
 
 examples:
   python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png batch.npy
   python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
   python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
-
 # onnxruntime element types this program can feed (the series' models take float32).
 ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+# What onnxruntime raises for a file it cannot load or run (plain Exception subclasses).
+ORT_ERRORS = tuple(v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception))
 
 
 class ModelError(Exception):
@@ -69,59 +66,38 @@ class InputError(Exception):
     """An input image cannot be used (exit code 4)."""
 
 
-def _ort_errors() -> tuple[type[BaseException], ...]:
-    """The exception classes onnxruntime raises for a file it cannot load or run (all plain Exceptions)."""
-    from onnxruntime.capi import onnxruntime_pybind11_state as state
-
-    names = ("Fail", "InvalidArgument", "NoSuchFile", "NoModel", "EngineError", "RuntimeException",
-             "InvalidProtobuf", "ModelLoaded", "NotImplemented", "InvalidGraph", "EPFail")
-    return tuple(getattr(state, n) for n in names if hasattr(state, n))
-
-
 # ----------------------------------------------------------------------------------------- the model
-@dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(NamedTuple):
     """What the session's metadata says about the model's input and output."""
 
     input_name: str
-    input_type: str          # e.g. "tensor(float)"
-    batch: int | None        # None = dynamic batch dimension
+    input_type: str    # e.g. "tensor(float)"
+    batch: int | None  # None = dynamic batch dimension
     height: int
     width: int
     output_name: str
-    num_classes: int | None  # None = not fixed in the file
-
-    @property
-    def dtype(self) -> type:
-        return ORT_FLOAT_TYPES[self.input_type]
 
 
 def inspect_session(session: ort.InferenceSession) -> ModelSpec:
-    """Read the input/output names, shapes and types from the session; refuse models that are not
-    ``[batch, 1, H, W] float -> [batch, classes]``."""
+    """The session's names, shapes and types; ``ModelError`` unless ``[batch, 1, H, W] float -> [batch, classes]``."""
     inputs, outputs = session.get_inputs(), session.get_outputs()
-    if len(inputs) != 1:
-        raise ModelError(f"expected a model with one input (an image batch), found {len(inputs)}: "
-                         f"{[i.name for i in inputs]}")
-    if not outputs:
-        raise ModelError("the model has no outputs")
+    if len(inputs) != 1 or not outputs:
+        raise ModelError(f"expected a model with one input (an image batch) and an output, found inputs "
+                         f"{[i.name for i in inputs]} and {len(outputs)} outputs")
     inp, out = inputs[0], outputs[0]
     shape = list(inp.shape)
-    if (len(shape) != 4 or shape[1] != 1 or not isinstance(shape[2], int) or not isinstance(shape[3], int)
-            or shape[2] < 1 or shape[3] < 1):
+    if len(shape) != 4 or shape[1] != 1 or not all(isinstance(s, int) and s > 0 for s in shape[2:]):
         raise ModelError(f"expected input {inp.name!r} shaped [batch, 1, height, width] with a fixed height and "
                          f"width (one grayscale channel), found {shape}")
     if inp.type not in ORT_FLOAT_TYPES:
         raise ModelError(f"expected a floating-point input ({', '.join(ORT_FLOAT_TYPES)}), "
                          f"input {inp.name!r} is {inp.type}")
     batch = shape[0] if isinstance(shape[0], int) else None
-    if batch is not None and batch != 1:
+    if batch not in (None, 1):
         raise ModelError(f"input {inp.name!r} has a fixed batch size of {batch}; expected a dynamic batch or 1")
-    out_shape = list(out.shape)
-    if len(out_shape) != 2:
-        raise ModelError(f"expected output {out.name!r} shaped [batch, classes], found {out_shape}")
-    classes = out_shape[1] if isinstance(out_shape[1], int) else None
-    return ModelSpec(inp.name, inp.type, batch, shape[2], shape[3], out.name, classes)
+    if len(out.shape) != 2:
+        raise ModelError(f"expected output {out.name!r} shaped [batch, classes], found {list(out.shape)}")
+    return ModelSpec(inp.name, inp.type, batch, shape[2], shape[3], out.name)
 
 
 def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.InferenceSession, ModelSpec]:
@@ -134,17 +110,17 @@ def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.Infere
         options.intra_op_num_threads = threads
     try:
         session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
-    except _ort_errors() as err:
+    except ORT_ERRORS as err:
         raise ModelError(f"{path} is not a valid ONNX model onnxruntime can load: {err}") from err
     return session, inspect_session(session)
 
 
 # -------------------------------------------------------------------------------------------- images
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-NPY_MAGIC = b"\x93NUMPY"
 # PNG colour type -> (channels, allowed bit depths)
 PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
                    6: (4, (8, 16))}
+MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
 
 
 def _paeth(a: int, b: int, c: int) -> int:
@@ -153,73 +129,54 @@ def _paeth(a: int, b: int, c: int) -> int:
     return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
 
 
-def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> bytearray:
-    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth), PNG spec section 9."""
-    out = bytearray(height * row_bytes)
-    prev = bytearray(row_bytes)
-    for y in range(height):
-        start = y * (row_bytes + 1)
-        kind, line = raw[start], bytearray(raw[start + 1:start + 1 + row_bytes])
-        if kind == 1:
-            for x in range(bpp, row_bytes):
-                line[x] = (line[x] + line[x - bpp]) & 0xFF
-        elif kind == 2:
+def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
+    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
+    rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
+    out = np.zeros((height + 1, row_bytes), np.uint8)  # out[0]: the row of zeros above the image
+    for y, kind in enumerate(rows[:, 0].tolist(), start=1):
+        line, up = rows[y - 1, 1:], out[y - 1]
+        if kind in (0, 2):  # None, Up
+            out[y] = line + up if kind else line
+        elif kind == 1:  # Sub: a running sum (mod 256) of every bpp-th byte
+            out[y] = np.cumsum(line.reshape(-1, bpp), axis=0, dtype=np.uint8).ravel()
+        elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
+            done, above = bytearray(line.tobytes()), up.tolist()
             for x in range(row_bytes):
-                line[x] = (line[x] + prev[x]) & 0xFF
-        elif kind == 3:
-            for x in range(row_bytes):
-                left = line[x - bpp] if x >= bpp else 0
-                line[x] = (line[x] + ((left + prev[x]) >> 1)) & 0xFF
-        elif kind == 4:
-            for x in range(row_bytes):
-                left = line[x - bpp] if x >= bpp else 0
-                up_left = prev[x - bpp] if x >= bpp else 0
-                line[x] = (line[x] + _paeth(left, prev[x], up_left)) & 0xFF
-        elif kind != 0:
-            raise ValueError(f"unknown PNG filter type {kind} in row {y}")
-        out[y * row_bytes:(y + 1) * row_bytes] = line
-        prev = line
-    return out
+                left, up_left = (done[x - bpp], above[x - bpp]) if x >= bpp else (0, 0)
+                done[x] = (done[x] + ((left + above[x]) >> 1 if kind == 3 else _paeth(left, above[x], up_left))) & 255
+            out[y] = np.frombuffer(done, np.uint8)
+        else:
+            raise ValueError(f"unknown PNG filter type {kind} in row {y - 1}")
+    return out[1:]
 
 
-MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
-
-
-def read_bytes(path: str | Path, what: str = "image") -> bytes:
+def read_bytes(path: str | Path) -> bytes:
     """The file's bytes, read once; ``InputError`` naming the reason when it cannot be read."""
-    path = Path(path)
     try:
-        return path.read_bytes()
-    except FileNotFoundError as err:
-        raise InputError(f"{what} file not found: {path}") from err
-    except IsADirectoryError as err:
-        raise InputError(f"{path} is a folder, not an {what} file") from err
-    except PermissionError as err:
-        raise InputError(f"{path}: permission denied: this user may not read the file") from err
+        return Path(path).read_bytes()
     except OSError as err:
-        raise InputError(f"{path}: cannot read the file ({err.strerror or err})") from err
+        reason = {FileNotFoundError: "image file not found", IsADirectoryError: "this is a folder, not an image file",
+                  PermissionError: "permission denied: this user may not read the file"}.get(type(err))
+        raise InputError(f"{path}: {reason or f'cannot read the file ({err.strerror or err})'}") from err
 
 
 def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
-    """Gray values of an image with transparent parts, as it looks on paper of the opposite colour to its ink.
+    """Gray values of an image with transparent parts, seen on paper of the opposite colour to its ink.
 
-    A canvas exports dark strokes on a fully transparent background: there the *alpha channel is the ink* and
-    the colour says which way round it is. Dark visible pixels -> composite over white (a dark-on-light
-    drawing, like one on paper); light visible pixels -> composite over black (the MNIST way round). Visible
-    pixels of both kinds (or none at all) leave no way to tell ink from background: ``InputError``.
+    A canvas exports dark strokes on a fully transparent background: the alpha channel is the ink and the
+    colour says which way round. Dark visible pixels: composite over white; light ones: over black (the MNIST
+    way round). Visible pixels of both kinds (or none) leave no way to tell ink from background: ``InputError``.
     """
     weight = alpha.astype(np.float64)
-    total = weight.sum()
-    if total == 0:
+    if weight.sum() == 0:
         raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
-    dark_share = weight[gray < (maximum + 1) // 2].sum() / total
-    if dark_share >= 0.95:  # dark ink: transparent = white paper
-        return (gray * alpha + maximum * (maximum - alpha) + maximum // 2) // maximum
-    if dark_share <= 0.05:  # light ink: transparent = black (the contract's background)
-        return (gray * alpha + maximum // 2) // maximum
-    raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
-                     f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
-                     f"save it on an opaque background")
+    dark_share = weight[gray < (maximum + 1) // 2].sum() / weight.sum()
+    if 0.05 < dark_share < 0.95:
+        raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
+                         f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
+                         f"save it on an opaque background")
+    paper = maximum if dark_share >= 0.95 else 0
+    return (gray * alpha + paper * (maximum - alpha) + maximum // 2) // maximum
 
 
 def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
@@ -227,8 +184,8 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
     """Decode a non-interlaced PNG (its bytes) into float32 gray values in 0..1, shape [height, width].
 
     ``expected_hw`` (or else ``max_side``) is checked from the header, before anything is decompressed.
-    Raises ``InputError`` with the reason for anything else (bad signature or checksum, truncated file,
-    unsupported format, transparency that hides which pixels are ink).
+    ``InputError`` with the reason for anything else (bad signature or checksum, truncated file, unsupported
+    format, transparency that hides which pixels are ink).
     """
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
@@ -243,84 +200,67 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
         if zlib.crc32(kind + body) != struct.unpack(">I", crc_bytes)[0]:
             raise InputError(f"{path}: corrupt PNG (CRC mismatch in chunk {kind.decode('latin-1')!r})")
         pos += 12 + length
+        if header is None and (kind != b"IHDR" or length != 13):
+            raise InputError(f"{path}: corrupt PNG (first chunk is {kind!r} of {length} bytes, not IHDR)")
         if kind == b"IHDR":
-            if length != 13:
-                raise InputError(f"{path}: corrupt PNG (IHDR of {length} bytes)")
-            header = struct.unpack(">IIBBBBB", body)
-            width, height, depth, color, _compression, _filter, interlace = header
+            header = width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
             if expected_hw is not None and (height, width) != tuple(expected_hw):
                 raise InputError(f"{path}: image is {width}x{height} pixels; the model expects "
                                  f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
                                  f"need --preprocess mnist")
-            if max_side is not None and expected_hw is None and not (1 <= width <= max_side and 1 <= height <= max_side):
-                raise InputError(f"{path}: image is {width}x{height} pixels; expected at most "
-                                 f"{max_side}x{max_side}")
-            if color not in PNG_COLOR_TYPES or depth not in PNG_COLOR_TYPES[color][1]:
+            if expected_hw is None and max_side and not (1 <= width <= max_side and 1 <= height <= max_side):
+                raise InputError(f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}")
+            if depth not in PNG_COLOR_TYPES.get(color, (0, ()))[1]:
                 raise InputError(f"{path}: unsupported PNG colour type {color} with bit depth {depth}")
             if interlace:
                 raise InputError(f"{path}: interlaced PNG is not supported; save it without interlacing")
-        elif header is None:
-            raise InputError(f"{path}: corrupt PNG (first chunk is {kind!r}, not IHDR)")
         elif kind == b"PLTE":
             palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
         elif kind == b"IDAT":
             idat.append(body)
         elif kind == b"IEND":
             break
-    width, height, depth, color = header[0], header[1], header[2], header[3]
     channels = PNG_COLOR_TYPES[color][0]
     row_bytes = (width * channels * depth + 7) // 8
     expected_size = height * (row_bytes + 1)
-    try:
-        inflater = zlib.decompressobj()
-        raw = inflater.decompress(b"".join(idat), expected_size + 1)  # bounded: no decompression bomb
+    try:  # bounded: no decompression bomb
+        raw = zlib.decompressobj().decompress(b"".join(idat), expected_size + 1)
     except zlib.error as err:
         raise InputError(f"{path}: corrupt PNG image data ({err})") from err
     if len(raw) != expected_size:
         raise InputError(f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}")
     try:
-        pixels = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8))
+        rows = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8))
     except ValueError as err:
         raise InputError(f"{path}: corrupt PNG ({err})") from err
-    rows = np.frombuffer(bytes(pixels), dtype=np.uint8).reshape(height, row_bytes)
-
     if depth < 8:  # 1, 2 or 4 bits per sample, packed big-endian within each byte
         bits = np.unpackbits(rows, axis=1).reshape(height, -1, depth)[:, :width]
-        samples = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2)
-        maximum = (1 << depth) - 1
-    elif depth == 8:
-        samples, maximum = rows.reshape(height, width, channels).astype(np.int64), 255
+        samples, maximum = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2), (1 << depth) - 1
     else:
-        samples = rows.view(">u2").reshape(height, width, channels).astype(np.int64)
-        maximum = 65535
+        samples, maximum = (rows, 255) if depth == 8 else (rows.view(">u2"), 65535)
+    samples = samples.reshape(height, width, channels).astype(np.int64)
     if color == 3:
-        if palette is None:
-            raise InputError(f"{path}: corrupt PNG (palette image without PLTE chunk)")
-        index = samples.reshape(height, width)
-        if index.max() >= len(palette):
-            raise InputError(f"{path}: corrupt PNG (palette index {index.max()} beyond {len(palette)} entries)")
-        samples, maximum = palette[index].astype(np.int64), 255
-    return gray_from_pixels(samples.reshape(height, width, -1), maximum, path)
+        if palette is None or samples.max() >= len(palette):
+            raise InputError(f"{path}: corrupt PNG (palette index {samples.max()} without a PLTE entry)")
+        samples, maximum = palette[samples[..., 0]].astype(np.int64), 255
+    return gray_from_pixels(samples, maximum, path)
 
 
 def gray_from_pixels(samples: np.ndarray, maximum: int = 255, name="image") -> np.ndarray:
     """Integer pixels [H, W, C] -> float32 gray values in 0..1, [H, W]: what ``decode_png`` does after decoding.
 
     C = 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA), values 0..``maximum``. Colour becomes gray with the
-    ITU-R 601 weights; transparent parts are read as paper of the opposite colour to the ink
-    (``_transparent_background``), so ``find_ink`` of the result is the ink of a canvas export.
+    ITU-R 601 weights (Pillow's ``convert("L")``); transparent parts are paper of the opposite colour to the ink.
     """
     samples = np.asarray(samples)
     if samples.ndim != 3 or samples.shape[2] not in (1, 2, 3, 4) or not np.issubdtype(samples.dtype, np.integer):
         raise InputError(f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
                          f"{samples.shape}")
-    samples = samples.astype(np.int64)
-    channels = samples.shape[2]
-    if channels >= 3:  # RGB -> gray with the ITU-R 601 weights (the ones Pillow's convert("L") uses)
+    samples, channels = samples.astype(np.int64), samples.shape[2]
+    gray = samples[..., 0]
+    if channels >= 3:
         gray = (samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000) >> 16
-    else:
-        gray = samples[..., 0]
-    if channels in (2, 4) and (samples[..., -1] < maximum).any():  # transparency: which colour is the ink?
+    if channels in (2, 4) and (samples[..., -1] < maximum).any():
         gray = _transparent_background(gray, samples[..., -1], maximum, name)
     return (gray / maximum).astype(np.float32)
 
@@ -336,14 +276,12 @@ def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
         array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
     except (ValueError, OSError, EOFError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err})") from err
-    height, width = expected_hw
-    accepted = f"({height}, {width}), (N, {height}, {width}) or (N, 1, {height}, {width})"
-    if array.shape == (height, width):
-        array = array[None]
-    elif array.ndim == 4 and array.shape[1:] == (1, height, width):
-        array = array[:, 0]
-    elif not (array.ndim == 3 and array.shape[1:] == (height, width)):
-        raise InputError(f"{path}: array of shape {array.shape}; the model expects {accepted}")
+    hw = tuple(expected_hw)
+    if array.shape == hw or (array.ndim == 4 and array.shape[1:] == (1, *hw)):
+        array = array.reshape(-1, *hw)
+    if array.ndim != 3 or array.shape[1:] != hw:
+        raise InputError(f"{path}: array of shape {array.shape}; the model expects {hw}, (N, {hw[0]}, {hw[1]}) "
+                         f"or (N, 1, {hw[0]}, {hw[1]})")
     if len(array) == 0:
         raise InputError(f"{path}: the array holds no images (shape {array.shape})")
     if array.dtype == np.uint8:
@@ -353,16 +291,10 @@ def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
                          f"e.g. array.astype(np.uint8)")
     if not np.isfinite(array).all():
         raise InputError(f"{path}: the array contains NaN or infinity")
-    low, high = float(array.min()), float(array.max())
-    if low < 0.0 or high > 1.0:
-        raise InputError(f"{path}: float values range {low:g}..{high:g}; expected 0..1 "
+    if array.min() < 0.0 or array.max() > 1.0:
+        raise InputError(f"{path}: float values range {array.min():g}..{array.max():g}; expected 0..1 "
                          f"(divide uint8 pixels by 255, or save them as uint8)")
     return array.astype(np.float32)
-
-
-def read_images(path: str | Path, expected_hw: tuple[int, int]) -> np.ndarray:
-    """float32 [N, H, W] in 0..1 from a PNG (N = 1) or a .npy file; the format is recognised by content."""
-    return read_image_file(path, expected_hw)[0]
 
 
 def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
@@ -371,50 +303,45 @@ def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bo
     The file is opened once. ``any_size``: a PNG may have any size up to ``MAX_DRAWING_SIDE`` (for
     ``--preprocess mnist``); a ``.npy`` array must still hold images of the model's size.
     """
-    path = Path(path)
     data = read_bytes(path)
     if data.startswith(PNG_SIGNATURE):
-        if any_size:
-            return decode_png(data, path, None, max_side=MAX_DRAWING_SIDE)[None], True
-        return decode_png(data, path, expected_hw)[None], True
-    if data.startswith(NPY_MAGIC):
+        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[None], True
+    if data.startswith(b"\x93NUMPY"):
         return decode_npy(data, path, expected_hw), False
     raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
 
 
-# ------------------------------------------------------------------- MNIST-style preprocessing
+# ------------------------------------------------------------------- the background, MNIST-style preprocessing
 # The steps that made MNIST (LeCun et al.): the digit's bounding box scaled so its longest side is 20 pixels
 # (aspect ratio kept, anti-aliased), then placed in a 28x28 field so that its centre of mass is at the centre.
 # web/preprocess.js does exactly the same steps for the page, in the same order and arithmetic.
 INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
+DARK, LIGHT = 0.25, 0.75  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
 BOX_SIDE, FIELD_SIDE = 20, 28
 
 
-def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
-    """Ink amount in 0..1 (the contract's white-on-black) from a gray image of either polarity.
+def background(images: np.ndarray) -> np.ndarray:
+    """The median of the border pixels of each gray image [..., H, W]: its background, 0 black .. 1 white."""
+    border = [images[..., 0, :], images[..., -1, :], images[..., :, 0], images[..., :, -1]]
+    return np.median(np.concatenate(border, axis=-1), axis=-1)
 
-    The background is the median of the border pixels: light (>= 0.75) means dark ink on light paper
-    (ink = 1 - gray), dark (<= 0.25) means light ink on black (ink = gray). Anything between: ``InputError``.
+
+def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
+    """Ink amount in 0..1 (the contract's white-on-black) from a gray image of either polarity: a light
+    background means dark ink on paper (ink = 1 - gray), a dark one light ink (ink = gray); mid-gray: ``InputError``.
     """
-    border = np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])
-    background = float(np.median(border))
-    if background >= 0.75:
-        return 1.0 - gray
-    if background <= 0.25:
-        return gray
-    raise InputError(f"{name}: the border is mid-gray (median {background:.2f}), so ink and background cannot "
-                     f"be told apart; expected dark strokes on a light or transparent background")
+    paper = float(background(gray))
+    if DARK < paper < LIGHT:
+        raise InputError(f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
+                         f"be told apart; expected dark strokes on a light or transparent background")
+    return 1.0 - gray if paper >= LIGHT else gray
 
 
 def _area_weights(n_in: int, n_out: int) -> np.ndarray:
     """[n_out, n_in] weights of area resampling: output pixel i averages the input it covers."""
-    scale = n_in / n_out
-    weights = np.zeros((n_out, n_in))
-    for i in range(n_out):
-        low, high = i * scale, (i + 1) * scale
-        for j in range(int(np.floor(low)), min(int(np.ceil(high)), n_in)):
-            weights[i, j] = min(high, j + 1) - max(low, j)
-    return weights / scale
+    edges = np.arange(n_out + 1)[:, None] * (n_in / n_out)
+    overlap = np.minimum(edges[1:], np.arange(1, n_in + 1)) - np.maximum(edges[:-1], np.arange(n_in))
+    return np.clip(overlap, 0, None) / (n_in / n_out)
 
 
 def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.ndarray:
@@ -438,16 +365,12 @@ def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.
                        0, 1).astype(np.float32)
     crop = ink[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
     height, width = crop.shape
-    longest = max(height, width)
-    new_h = max(1, int(np.floor(height * BOX_SIDE / longest + 0.5)))
-    new_w = max(1, int(np.floor(width * BOX_SIDE / longest + 0.5)))
+    new_h, new_w = (max(1, int(np.floor(side * BOX_SIDE / max(height, width) + 0.5))) for side in (height, width))
     small = _area_weights(height, new_h) @ crop @ _area_weights(width, new_w).T
+    centre_y, centre_x = (new_h - 1) / 2, (new_w - 1) / 2
     if centre == "mass":
-        total = small.sum()
-        centre_y = (small.sum(axis=1) * np.arange(new_h)).sum() / total
-        centre_x = (small.sum(axis=0) * np.arange(new_w)).sum() / total
-    else:
-        centre_y, centre_x = (new_h - 1) / 2, (new_w - 1) / 2
+        centre_y = (small.sum(axis=1) * np.arange(new_h)).sum() / small.sum()
+        centre_x = (small.sum(axis=0) * np.arange(new_w)).sum() / small.sum()
     middle = (FIELD_SIDE - 1) / 2  # 13.5: the field's centre in pixel-index coordinates
     top = min(max(int(np.floor(middle - centre_y + 0.5)), 0), FIELD_SIDE - new_h)
     left = min(max(int(np.floor(middle - centre_x + 0.5)), 0), FIELD_SIDE - new_w)
@@ -456,20 +379,27 @@ def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.
     return np.clip(field, 0, 1).astype(np.float32)
 
 
-def check_not_blank(images: np.ndarray, sources: list[str]) -> None:
-    """A blank image (every pixel the same) has no digit: ``InputError`` rather than a guess."""
+def check_inputs(images: np.ndarray, sources: list[str], inverted: bool = False) -> None:
+    """``InputError`` for an image the model cannot read right: a blank one (every pixel the same: no digit),
+    or one whose background is not dark (dark ink on light paper would be classified, confidently and wrongly)."""
     flat = images.reshape(len(images), -1)
     blank = np.flatnonzero(flat.max(axis=1) == flat.min(axis=1))
     if len(blank):
         i = blank[0]
         raise InputError(f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
                          f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else ""))
+    light = np.flatnonzero(background(images) > DARK)
+    if len(light):
+        i, hint = light[0], ("drop --invert for images that already are, or use" if inverted else "for a dark digit "
+                             "on a light or transparent background use --invert (28x28 images) or")
+        raise InputError(f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
+                         f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
+                         f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)")
 
 
 # ------------------------------------------------------------------------------------------- predict
 def softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=1, keepdims=True)
-    exp = np.exp(shifted)
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
 
 
@@ -478,11 +408,11 @@ def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) 
     images = np.asarray(images)
     if images.ndim != 3 or images.shape[1:] != (spec.height, spec.width):
         raise InputError(f"expected images shaped (N, {spec.height}, {spec.width}), got {images.shape}")
-    batch = images[:, None].astype(spec.dtype)  # [N, 1, H, W] in the model's dtype
+    batch = images[:, None].astype(ORT_FLOAT_TYPES[spec.input_type])  # [N, 1, H, W] in the model's dtype
     chunks = [batch] if spec.batch is None else [batch[i:i + 1] for i in range(len(batch))]
     try:
         logits = np.concatenate([session.run([spec.output_name], {spec.input_name: c})[0] for c in chunks])
-    except _ort_errors() as err:
+    except ORT_ERRORS as err:
         raise ModelError(f"the model failed while running: {err}") from err
     if logits.shape[0] != len(batch) or logits.ndim != 2:
         raise ModelError(f"output {spec.output_name!r} has shape {logits.shape}; expected ({len(batch)}, classes)")
@@ -499,7 +429,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("model", help="the .onnx file (input [batch, 1, H, W] float, output [batch, classes])")
     parser.add_argument("images", nargs="+", metavar="IMAGE",
                         help="PNG files, or .npy arrays of uint8 0..255 / float 0..1 shaped [H, W], [N, H, W] "
-                             "or [N, 1, H, W]")
+                             "or [N, 1, H, W]; a light digit on black, as MNIST (checked on the border)")
     parser.add_argument("--invert", action="store_true",
                         help="the images show a dark digit on a light background (MNIST is white on black)")
     parser.add_argument("--preprocess", choices=("none", "mnist"), default="none",
@@ -520,22 +450,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.invert and args.preprocess == "mnist":
         parser.error("--preprocess mnist finds the ink itself (dark on light or light on dark): drop --invert")
+    mnist = args.preprocess == "mnist"
     try:
         session, spec = load_model(args.model, args.threads)
-    except ModelError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_MODEL
-    mnist = args.preprocess == "mnist"
-    if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
-        print(f"error: --preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
-              f"{spec.width}x{spec.height}", file=sys.stderr)
-        return EXIT_MODEL
-    try:
+        if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
+            raise ModelError(f"--preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
+                             f"{spec.width}x{spec.height}")
         sources, batches = [], []
         for name in args.images:
             images, is_png = read_image_file(name, (spec.height, spec.width), any_size=mnist)
-            # a PNG holds one image; a .npy entry is named by its index
-            names = [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]
+            names = [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]  # a .npy entry: its index
             if mnist:
                 images = np.stack([mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)])
             batches.append(images)
@@ -543,14 +467,11 @@ def main(argv: list[str] | None = None) -> int:
         images = np.concatenate(batches)
         if args.invert:
             images = 1.0 - images
-        check_not_blank(images, sources)
+        check_inputs(images, sources, args.invert)
         probabilities = predict(session, spec, images)
-    except InputError as err:
+    except (ModelError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return EXIT_INPUT
-    except ModelError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return EXIT_MODEL
+        return EXIT_MODEL if isinstance(err, ModelError) else EXIT_INPUT
     digits = probabilities.argmax(axis=1)
     if args.json:
         print(json.dumps({

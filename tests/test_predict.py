@@ -211,8 +211,8 @@ def test_npy_accepted_shapes_and_dtypes(tmp_path, digits, shape):
     np.save(tmp_path / "u8.npy", images)
     np.save(tmp_path / "f32.npy", images.astype(np.float32) / 255)
     expected = digits[0][:n].astype(np.float32) / 255
-    np.testing.assert_allclose(P.read_images(tmp_path / "u8.npy", (28, 28)), expected)
-    np.testing.assert_allclose(P.read_images(tmp_path / "f32.npy", (28, 28)), expected)
+    np.testing.assert_allclose(P.read_image_file(tmp_path / "u8.npy", (28, 28))[0], expected)
+    np.testing.assert_allclose(P.read_image_file(tmp_path / "f32.npy", (28, 28))[0], expected)
 
 
 @pytest.mark.parametrize("array,message", [
@@ -228,31 +228,30 @@ def test_npy_accepted_shapes_and_dtypes(tmp_path, digits, shape):
 def test_npy_bad_arrays(tmp_path, array, message):
     np.save(tmp_path / "bad.npy", array)
     with pytest.raises(P.InputError, match=message):
-        P.read_images(tmp_path / "bad.npy", (28, 28))
+        P.read_image_file(tmp_path / "bad.npy", (28, 28))
 
 
 def test_npy_pickles_are_never_loaded(tmp_path):
     np.save(tmp_path / "obj.npy", np.array([{"not": "pixels"}], dtype=object), allow_pickle=True)
     with pytest.raises(P.InputError, match="not a readable .npy array"):
-        P.read_images(tmp_path / "obj.npy", (28, 28))
+        P.read_image_file(tmp_path / "obj.npy", (28, 28))
 
 
 def test_unrecognised_and_missing_files(tmp_path):
     (tmp_path / "note.txt").write_text("hello")
     with pytest.raises(P.InputError, match="neither a PNG image nor a .npy array"):
-        P.read_images(tmp_path / "note.txt", (28, 28))
+        P.read_image_file(tmp_path / "note.txt", (28, 28))
     with pytest.raises(P.InputError, match="image file not found"):
-        P.read_images(tmp_path / "absent.png", (28, 28))
+        P.read_image_file(tmp_path / "absent.png", (28, 28))
     (tmp_path / "cut.npy").write_bytes(b"\x93NUMPY\x01\x00")
     with pytest.raises(P.InputError, match="not a readable .npy array"):
-        P.read_images(tmp_path / "cut.npy", (28, 28))
+        P.read_image_file(tmp_path / "cut.npy", (28, 28))
 
 
 # -------------------------------------------------------------------------------------- the model
 def test_inspect_session_reads_names_from_metadata(model_path):
     session, spec = P.load_model(model_path)
-    assert spec == P.ModelSpec("pixels", "tensor(float)", None, 28, 28, "scores", 10)
-    assert spec.dtype is np.float32
+    assert spec == P.ModelSpec("pixels", "tensor(float)", None, 28, 28, "scores")
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -469,6 +468,64 @@ def test_light_ink_on_transparent_still_reads_white_on_black(tmp_path, digits):
     rgba[..., :3], rgba[..., 3] = 255, digit
     Image.fromarray(rgba, "RGBA").save(tmp_path / "light.png")
     np.testing.assert_allclose(P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6)
+
+
+# ------------------------------------------------------------------- polarity (issue 19 §6)
+def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]]:
+    """Real test digits saved the way people save drawings: dark ink on a light (or transparent) background."""
+    forms = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
+             "dark-on-transparent RGBA PNG": (np.stack([_dark_on_transparent(d) for d in digits]), "RGBA")}
+    files = {}
+    for form, (images, mode) in forms.items():
+        files[form] = [str(folder / f"{form.split()[0]}_{i}.png") for i in range(len(images))]
+        for image, path in zip(images, files[form]):
+            Image.fromarray(image, mode).save(path)
+    np.save(folder / "dark.npy", 255 - digits)
+    return files | {"uint8 .npy": [str(folder / "dark.npy")]}
+
+
+@pytest.fixture(scope="module")
+def mnist_model():
+    from helpers.notebooks import require_artifact
+
+    return str(require_artifact("mnist_mlp_pytorch.onnx"))
+
+
+def cli_accuracy(capsys, labels, *argv) -> float:
+    assert P.main([*argv, "--json"]) == P.EXIT_OK, argv
+    return np.mean([p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]] == labels)
+
+
+@pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
+def test_dark_digits_on_light_backgrounds_are_refused_never_misread(tmp_path, digits, mnist_model, capsys, form):
+    """Before the fix each form exited 0 with a confident wrong digit (3 % accuracy); --invert and --preprocess
+    mnist read them right."""
+    images, labels = digits
+    files = dark_on_light_files(tmp_path, images)[form]
+    assert P.main([mnist_model, *files]) == P.EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "the background is not dark" in err and "use --invert" in err and "--preprocess mnist" in err, err
+    assert f"{len(labels)} such images in all" in err and "1.00" in err, err
+    assert cli_accuracy(capsys, labels, mnist_model, *files, "--invert") >= 0.9
+    assert cli_accuracy(capsys, labels, mnist_model, *files, "--preprocess", "mnist") >= 0.9
+
+
+def test_light_digits_on_black_need_no_flag_and_inverting_them_is_refused(tmp_path, digits, mnist_model, capsys):
+    np.save(tmp_path / "mnist.npy", digits[0])
+    assert cli_accuracy(capsys, digits[1], mnist_model, str(tmp_path / "mnist.npy")) >= 0.9
+    assert P.main([mnist_model, str(tmp_path / "mnist.npy"), "--invert"]) == P.EXIT_INPUT
+    assert "not dark after --invert" in capsys.readouterr().err
+
+
+def test_background_is_the_median_of_the_border(digits):
+    image = digits[0][0] / 255.0
+    assert P.background(image) == 0 and P.background(1 - image) == 1
+    framed = np.zeros((28, 28))
+    framed[0, :20] = 1.0  # 20 of the 112 border values light: a digit touching the edge, still a dark background
+    assert P.background(framed) == 0 and P.background(np.stack([framed, 1 - framed])).tolist() == [0, 1]
+    P.check_inputs(np.stack([image, np.maximum(image, framed)]), ["a", "b"])  # accepted
+    with pytest.raises(P.InputError, match=r"b: the background is not dark \(median of the border pixels 0.50"):
+        P.check_inputs(np.stack([image, np.full((28, 28), 0.5) + image / 4]), ["a", "b"])
 
 
 # ----------------------------------------------------------------- unreadable inputs (issue 14 §3)
