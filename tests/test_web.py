@@ -140,6 +140,47 @@ def test_node_input_and_usage_errors(node, tmp_path):
         assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
 
 
+def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
+    """Real test digits in a form people save drawings in, as the .npy array classify.mjs reads: a PNG form is
+    written with Pillow and read back by helpers.predict (float32 [N, 28, 28]); "uint8 .npy" is 255 - digits."""
+    if form == "uint8 .npy":
+        return 255 - digits
+    rgba = np.zeros((*digits.shape, 4), np.uint8)
+    rgba[..., 3] = digits  # dark strokes whose opacity is the ink, on a fully transparent background
+    arrays = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
+              "dark-on-transparent RGBA PNG": (rgba, "RGBA")}[form]
+    images = []
+    for i, image in enumerate(arrays[0]):
+        Image.fromarray(image, arrays[1]).save(folder / f"{i}.png")
+        images.append(P.read_png(folder / f"{i}.png"))
+    return np.stack(images)
+
+
+@pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
+def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node, mnist, tmp_path, form, capsys):
+    """Before the fix classify.mjs classified them with exit 0 and 3 % accuracy; now it refuses with the exit code
+    and message of helpers.predict, and --invert reads them right."""
+    model, digits, labels = require_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
+    np.save(tmp_path / "dark.npy", dark_on_light(digits, form, tmp_path))
+    result = run_node(node, model, tmp_path / "dark.npy")
+    assert P.main([str(model), str(tmp_path / "dark.npy")]) == result.returncode == P.EXIT_INPUT, result.stderr
+    python_message = capsys.readouterr().err.strip()
+    assert result.stderr.strip() == python_message and "--invert" in python_message, (result.stderr, python_message)
+    assert "--preprocess mnist" in python_message and "the background is not dark" in python_message
+    inverted = run_node(node, model, tmp_path / "dark.npy", "--invert")
+    assert inverted.returncode == 0, inverted.stderr
+    assert (np.array(json.loads(inverted.stdout)["logits"]).argmax(1) == labels).mean() >= 0.95
+
+
+def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist, tmp_path):
+    model = require_artifact(MNIST_FILES[0])
+    np.save(tmp_path / "mnist.npy", mnist.x_test[:5])
+    result = run_node(node, model, tmp_path / "mnist.npy", "--invert")
+    assert result.returncode == 4 and "the background is not dark after --invert" in result.stderr, result.stderr
+    result = run_node(node, model, tmp_path / "mnist.npy", "--invert", "--preprocess", "mnist")
+    assert result.returncode == 2 and "drop --invert" in result.stderr, result.stderr
+
+
 # ----------------------------------------------------------------------- preprocessing JS vs Python
 def python_input(png_path) -> np.ndarray:
     """helpers.predict's path for a drawing: decode the PNG, find the ink, MNIST steps."""

@@ -2,21 +2,23 @@
 // Classify digits with an MNIST .onnx file in Node.js, with ONNX Runtime Web (WebAssembly): the same file, the same
 // runtime as the web page, no Python. Prints JSON: the model's input/output names, then one row of logits per image.
 //
-//   node web/classify.mjs MODEL.onnx IMAGES.npy [--preprocess mnist] [--show-input] [--time N]
+//   node web/classify.mjs MODEL.onnx IMAGES.npy [--invert | --preprocess mnist] [--show-input] [--time N]
 //
-//   IMAGES.npy   uint8 (0..255) or float32 (0..1) images [N, 28, 28] or [N, 1, 28, 28], white digit on black;
+//   IMAGES.npy   uint8 (0..255) or float32 (0..1) images [N, 28, 28] or [N, 1, 28, 28], white digit on black
+//                (an image whose border is not dark is refused, as by helpers/predict.py);
 //                with --preprocess mnist: uint8 RGBA drawings [N, H, W, 4] (dark strokes on a light or
 //                transparent background), made into 28x28 inputs by web/preprocess.js, as the page does
+//   --invert     the images show a dark digit on a light background: use 1 - pixel
 //   --show-input also print the 28x28 inputs the model saw (to compare with Python's preprocessing)
 //   --time N     also time N single-image runs (after 10 warm-up runs) and print the median in microseconds
 //
 // Exit codes as helpers/predict.py: 0 ok, 2 usage, 3 model (missing, not ONNX, not [batch,1,28,28] -> [batch,10]),
-// 4 input (missing or unreadable .npy, wrong dtype or shape, empty drawing).
+// 4 input (missing or unreadable .npy, wrong dtype or shape, empty drawing, a background that is not dark).
 import { readFileSync } from 'node:fs';
 import * as ort from 'onnxruntime-web';
 import { contractProblem, inkFromRGBA, mnistPreprocess } from './preprocess.js';
 
-const USAGE = 'usage: node web/classify.mjs MODEL.onnx IMAGES.npy [--preprocess mnist] [--show-input] [--time N]';
+const USAGE = 'usage: node web/classify.mjs MODEL.onnx IMAGES.npy [--invert | --preprocess mnist] [--show-input] [--time N]';
 
 function fail(code, message) {
   console.error(`error: ${message}`);
@@ -50,10 +52,12 @@ function readNpy(path) {
 
 const args = process.argv.slice(2);
 const flag = (name) => { const i = args.indexOf(name); return i < 0 ? undefined : args.splice(i, 2)[1]; };
-const showInput = args.includes('--show-input') ? (args.splice(args.indexOf('--show-input'), 1), true) : false;
+const option = (name) => args.includes(name) ? (args.splice(args.indexOf(name), 1), true) : false;
+const showInput = option('--show-input'), invert = option('--invert');
 const preprocess = flag('--preprocess') ?? 'none';
 const timeRuns = Number(flag('--time') ?? 0);
 if (args.length !== 2 || !['none', 'mnist'].includes(preprocess) || !(timeRuns >= 0)) fail(2, USAGE);
+if (invert && preprocess === 'mnist') fail(2, '--preprocess mnist finds the ink itself: drop --invert');
 const [modelPath, imagesPath] = args;
 
 // Open the model: the JS twin of ort.InferenceSession(path) in Python. Names come from the session, never typed.
@@ -94,6 +98,23 @@ if (preprocess === 'mnist') {
   if (!ok) fail(4, `${imagesPath}: array of shape [${shape}]; expected [N, 28, 28] or [N, 1, 28, 28]`);
   n = shape[0];
   pixels = npy.descr === '|u1' ? Float32Array.from(npy.data, v => v / 255) : npy.data;
+  if (invert) pixels = pixels.map(v => 1 - v);
+  // The model expects a light digit on black. Dark ink on light paper would be misread with high confidence: refuse
+  // an image whose background (the median of its border pixels) is not dark, with helpers/predict.py's rule.
+  const background = (i) => {
+    const image = pixels.subarray(i * 784, (i + 1) * 784), border = [];
+    for (let k = 0; k < 28; k++) border.push(image[k], image[27 * 28 + k], image[k * 28], image[k * 28 + 27]);
+    border.sort((a, b) => a - b);
+    return (border[55] + border[56]) / 2;
+  };
+  const light = Array.from({ length: n }, (_, i) => i).filter(i => background(i) > 0.25);
+  if (light.length) {
+    const hint = invert ? 'drop --invert for images that already are, or use'
+                        : 'for a dark digit on a light or transparent background use --invert (28x28 images) or';
+    fail(4, `${imagesPath}[${light[0]}]: the background is not dark${invert ? ' after --invert' : ''} (median of the ` +
+            `border pixels ${background(light[0]).toFixed(2)}; ${light.length} such images in all): the model ` +
+            `expects a light digit on black; ${hint} --preprocess mnist (drawings of any size)`);
+  }
 }
 
 // Run the whole batch: one tensor [n, 1, 28, 28], fed by the input's name; the logits come back by the output's.
