@@ -1,97 +1,213 @@
-"""The checks of notebook 04 catch realistic wrong answers and say what is wrong."""
+"""The checks of notebook 04 accept every correct answer, name realistic mistakes, and never show the answer."""
 from __future__ import annotations
-
-import logging
-import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from helpers.checks import ex04 as checks
 from helpers.exercises import check
-from helpers.notebooks import require_artifact
 from solutions import ex04
 
-
-# ------------------------------------------------------------------------------ 04.1 ink on coloured paper
-def naive_ink(rgb):  # the page's formula: darkness against white paper
-    return 1 - (rgb.astype(float) @ [0.299, 0.587, 0.114]) / 255
+GRAY = np.array([0.299, 0.587, 0.114])
 
 
-def gray_as_ink(rgb):  # forgot that MNIST is white on black
-    return (rgb.astype(float) @ [0.299, 0.587, 0.114]) / 255
+# ------------------------------------------------------------------------------ 04.1 ink on any paper
+def ink_by_projection(rgb):  # paper from the corners, ink colour = the farthest pixel, position along that line
+    pixels = rgb.astype(float)
+    paper = np.concatenate([pixels[:5, :5], pixels[:5, -5:], pixels[-5:, :5], pixels[-5:, -5:]]).reshape(-1, 3).mean(0)
+    away = pixels - paper
+    ink_colour = away.reshape(-1, 3)[np.argmax(np.linalg.norm(away, axis=-1))]
+    return np.clip(away @ ink_colour / (ink_colour @ ink_colour), 0, 1)
 
 
-def relative_but_faint(rgb):  # relative to the paper, but a full stroke is only ~0.7
-    gray = rgb.astype(float) @ [0.299, 0.587, 0.114]
-    paper = np.median(np.concatenate([gray[0], gray[-1]]))
-    return np.clip(1 - gray / paper, 0, 1)
+def ink_by_channel(rgb):  # the paper is most of the page: its median; the channel that changes most, per pixel
+    pixels = rgb.astype(float)
+    change = np.abs(pixels - np.median(pixels.reshape(-1, 3), axis=0)).max(axis=-1)
+    return np.minimum(change / np.percentile(change, 99.8), 1.0)
 
 
-def uint8_ink(rgb):
-    return (255 * ex04.ink(rgb)).astype(np.uint8)
+def against_white(rgb):  # the page's formula: darkness against white paper
+    return 1 - (rgb.astype(float) @ GRAY) / 255
+
+
+def yellow_paper_hard_coded(rgb):  # right idea, but only for the paper the exercise handed out
+    return np.clip(np.linalg.norm(rgb.astype(float) - [235, 215, 140], axis=-1) / 200, 0, 1)
+
+
+def dark_ink_only(rgb):  # relative to the paper's grey: fails where ink and paper differ in hue, not grey
+    gray = rgb.astype(float) @ GRAY
+    paper = np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]]))
+    return np.clip((paper - gray) / max(paper - np.percentile(gray, 1), 1e-6), 0, 1)
+
+
+def grey_as_ink(rgb):  # forgot that ink is where the colour differs: MNIST is white on black
+    return (rgb.astype(float) @ GRAY) / 255
+
+
+def faint(rgb):  # relative to the paper, but not scaled: a full stroke is far below 1
+    return ex04.ink(rgb) * 0.6
+
+
+def square_only(rgb):  # assumes the handed-out 196 x 196 drawings
+    return ex04.ink(rgb.reshape(196, 196, 3))
+
+
+@pytest.mark.parametrize("answer", [ex04.ink, ink_by_projection, ink_by_channel],
+                         ids=["solution", "projection", "per-channel"])
+def test_04_1_correct_answers_pass(answer):
+    feedback = check("04.1", answer)
+    assert feedback.ok, feedback.message
 
 
 @pytest.mark.parametrize("answer,message", [
-    (naive_ink, "the bounding box is the whole page"),
-    (gray_as_ink, "yours is inverted"),
-    (relative_but_faint, "the strokes to be full ink"),
-    (uint8_ink, "must be divided by 255"),
-    (lambda rgb: ex04.ink(rgb)[:, :, None], "one ink value per pixel"),
+    (against_white, "the bounding box is the whole page"),
+    (yellow_paper_hard_coded, "measure ink from this drawing's own paper colour"),
+    (dark_ink_only, "of the bare paper reaches the ink threshold"),  # ink and paper of similar greys
+    (grey_as_ink, "yours is inverted"),
+    (faint, "a full stroke should be about 1"),
+    (lambda rgb: (255 * ex04.ink(rgb)).astype(np.uint8), "finite ink value in 0..1"),
+    (lambda rgb: ex04.ink(rgb)[:, :, None], "per pixel"),
+    (square_only, "raised ValueError"),
     ("ink.py", "expected your function"),
-], ids=["against-white", "inverted", "not-normalised", "uint8", "extra-axis", "not-a-function"])
+], ids=["against-white", "hard-coded-paper", "dark-ink-only", "inverted", "faint", "uint8", "extra-axis",
+        "square-only", "not-a-function"])
 def test_04_1_wrong_answers_are_named(answer, message):
     feedback = check("04.1", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
 
 
-def test_04_1_reference_is_the_painted_ink_not_the_solution():
-    drawings, truths, labels = __import__("helpers.checks.ex04", fromlist=["x"]).coloured_drawings(4)
-    assert drawings.dtype == np.uint8 and drawings.shape == (4, 196, 196, 3) and truths.max() == 1.0
-    feedback = check("04.1", lambda rgb: ex04.ink(rgb))
-    assert feedback.ok and "correlation with the true ink" in feedback.details[0]
+def test_04_1_judges_on_drawings_it_did_not_hand_out():
+    handed, _, _, described = checks.coloured_drawings(3)
+    assert {d.shape for d in handed} == {(196, 196, 3)} and all("[30, 60, 160]" in d for d in described)
+    fresh, truths, _, described = checks.coloured_drawings(24, seed=4041, any_colour=True)
+    assert len({d.shape for d in fresh}) == 24 and (196, 196, 3) not in {d.shape for d in fresh}
+    assert any("light ink on dark paper" in d for d in described)
+    assert all(t.max() > 0.9 and t.shape == d.shape[:2] for d, t in zip(fresh, truths))
 
 
-# --------------------------------------------------------------------------------------- 04.2 ORT format
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    return ex04.solve_2(tmp_path_factory.mktemp("ex04"))
+# --------------------------------------------------------------------------- 04.2 top 3 in JavaScript
+HEAD = """import { readFileSync } from "node:fs";
+import * as ort from "onnxruntime-web";
+const [modelPath, pixelsPath] = process.argv.slice(2);
+const bytes = readFileSync(pixelsPath);
+const data = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+const n = data.length / 784;
+const session = await ort.InferenceSession.create(modelPath);
+"""
+RUN = """const results = await session.run({ [session.inputNames[0]]: new ort.Tensor("float32", data, [n, 1, 28, 28]) });
+const logits = results[session.outputNames[0]].data;
+"""
+
+# another way: copy the bytes, read the result by position, repeated argmax, softmax by log-sum-exp
+BY_ARGMAX = HEAD.replace("new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4)",
+                         "new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))") + """
+const feeds = {};
+feeds[session.inputNames[0]] = new ort.Tensor("float32", data, [n, 1, 28, 28]);
+const output = Object.values(await session.run(feeds))[0];
+const classes = output.dims[1];
+const answer = [];
+for (let i = 0; i < n; i++) {
+  const row = Array.from(output.data.slice(i * classes, (i + 1) * classes));
+  const top = Math.max(...row);
+  const logSum = top + Math.log(row.reduce((s, v) => s + Math.exp(v - top), 0));
+  const digits = [], probabilities = [];
+  const left = row.slice();
+  for (let k = 0; k < 3; k++) {
+    const best = left.indexOf(Math.max(...left));
+    digits.push(best);
+    probabilities.push(Math.exp(row[best] - logSum));
+    left[best] = -Infinity;
+  }
+  answer.push({ digits, probabilities });
+}
+process.stdout.write(JSON.stringify(answer) + "\\n");
+"""
+
+# and another: pairs [probability, digit] sorted, softmax without the max trick
+BY_PAIRS = HEAD + RUN + """
+const out = [];
+for (let i = 0; i < n; i++) {
+  const e = [];
+  for (let d = 0; d < 10; d++) e.push(Math.exp(logits[i * 10 + d]));
+  const z = e.reduce((a, b) => a + b);
+  const pairs = e.map((v, d) => [v / z, d]).sort((a, b) => b[0] - a[0]).slice(0, 3);
+  out.push({ probabilities: pairs.map((p) => p[0]), digits: pairs.map((p) => p[1]) });
+}
+console.log(JSON.stringify(out));
+"""
 
 
-def test_04_2_the_onnx_file_renamed_is_not_an_ort_file(tmp_path, converted):
-    fake = tmp_path / "mnist_cnn_pytorch.ort"
-    shutil.copy(require_artifact("mnist_cnn_pytorch.onnx"), fake)
-    feedback = check("04.2", {"ort_file": fake, "operators": converted["operators"]})
-    assert not feedback.ok and "is it the .onnx file" in feedback.message, feedback.message
+def body(make_entry: str) -> str:
+    """A script that loops over the images, with ``make_entry`` computing ``entry`` from ``row`` (10 logits)."""
+    return HEAD + RUN + """
+const out = [];
+for (let i = 0; i < n; i++) {
+  const row = Array.from(logits.subarray(i * 10, i * 10 + 10));
+  const exps = row.map((v) => Math.exp(v - Math.max(...row)));
+  const total = exps.reduce((a, b) => a + b, 0);
+  const order = [...row.keys()].sort((a, b) => row[b] - row[a]);
+""" + make_entry + """
+  out.push(entry);
+}
+console.log(JSON.stringify(out));
+"""
 
 
-def test_04_2_the_graph_ops_of_the_onnx_file_are_not_what_the_ort_needs(converted):
-    import onnx
-
-    graph_ops = {n.op_type for n in onnx.load(require_artifact("mnist_cnn_pytorch.onnx")).graph.node}
-    feedback = check("04.2", {"ort_file": converted["ort_file"], "operators": graph_ops})
-    assert not feedback.ok and "fused ops" in feedback.message and "FusedConv" in feedback.message, feedback.message
-
-
-def test_04_2_another_model_converted(tmp_path, converted):
-    folder = tmp_path / "mlp"
-    folder.mkdir()
-    shutil.copy(require_artifact("mnist_mlp_pytorch.onnx"), folder / "mnist_cnn_pytorch.onnx")  # wrong file
-    subprocess.run([sys.executable, "-m", "onnxruntime.tools.convert_onnx_models_to_ort", str(folder)], check=True,
-                   capture_output=True)
-    feedback = check("04.2", {"ort_file": folder / "mnist_cnn_pytorch.ort", "operators": converted["operators"]})
-    assert not feedback.ok and "was another model converted" in feedback.message, feedback.message
-
-
-def test_04_2_shape_of_the_answer(converted):
-    assert "expected a dict" in check("04.2", converted["ort_file"]).message
-    feedback = check("04.2", {"ort_file": converted["ort_file"], "operators": "FusedConv,FusedGemm"})
-    assert not feedback.ok and "collection of op type names" in feedback.message
+LOGITS = body("  const entry = { digits: order.slice(0, 3), probabilities: order.slice(0, 3).map((d) => row[d]) };")
+ASCENDING = body("  const d = order.slice(0, 3).reverse();\n"
+                 "  const entry = { digits: d, probabilities: d.map((k) => exps[k] / total) };")
+ROUNDED = body("  const d = order.slice(0, 3);\n"
+               "  const entry = { digits: d, probabilities: d.map((k) => Number((exps[k] / total).toFixed(2))) };")
+OFF_BY_ONE = ex04.TOP3.replace("logits.subarray(i * 10, (i + 1) * 10)", "logits.subarray(i * 10 + 1, (i + 1) * 10 + 1)")
+WHOLE_BATCH = HEAD + RUN + """
+const all = Array.from(logits), top = Math.max(...all);
+const total = all.reduce((s, v) => s + Math.exp(v - top), 0);
+const out = [];
+for (let i = 0; i < n; i++) {
+  const row = all.slice(i * 10, i * 10 + 10);
+  const d = [...row.keys()].sort((a, b) => row[b] - row[a]).slice(0, 3);
+  out.push({ digits: d, probabilities: d.map((k) => Math.exp(row[k] - top) / total) });
+}
+console.log(JSON.stringify(out));
+"""
+NAMES_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"').replace("session.outputNames[0]", '"logits"')
+FIRST_ONLY = ex04.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i < 1; i++)")
+SYNTAX_ERROR = ex04.TOP3.replace("const top3 = [];", "const top3 = [;")
 
 
-def test_checks_leave_the_logging_configuration_alone(converted):
-    root = logging.getLogger()
-    before = (root.level, list(root.handlers))
-    assert check("04.2", converted)
-    assert (root.level, list(root.handlers)) == before
+def script(tmp_path, text, name="top3.mjs"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text", [ex04.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"])
+def test_04_2_correct_answers_pass(tmp_path, text):
+    feedback = check("04.2", script(tmp_path, text))
+    assert feedback.ok, feedback.message
+
+
+@pytest.mark.parametrize("text,message", [
+    (LOGITS, "are they logits?"),
+    (WHOLE_BATCH, "softmax over the whole batch"),
+    (ASCENDING, "the most probable digit first"),
+    (ROUNDED, "differing from each image's softmax by more than 1e-4"),
+    (OFF_BY_ONE, "are not its three most probable"),
+    (NAMES_TYPED, "with a copy whose input and output have other names"),
+    (FIRST_ONLY, "one per image (17)"),
+    (SYNTAX_ERROR, "exited with 1: SyntaxError"),
+], ids=["logits", "whole-batch-softmax", "ascending", "rounded", "off-by-one-row", "names-typed", "first-image-only",
+        "syntax-error"])
+def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message):
+    from helpers.checks._common import reference_logits, test_images
+
+    feedback = check("04.2", script(tmp_path, text))
+    assert not feedback.ok and message in feedback.message, feedback.message
+    images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 17, replace=False)]
+    expected = np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
+    assert not any(str(row.tolist()) in feedback.message for row in expected), feedback.message
+
+
+def test_04_2_the_answer_must_be_a_script(tmp_path):
+    assert "expected the path of your script" in check("04.2", tmp_path / "missing.mjs").message
+    assert "expected the path of your script" in check("04.2", ex04.TOP3).message

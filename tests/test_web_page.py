@@ -5,6 +5,8 @@ digits onto the canvas, and checks what the page shows against Python ONNX Runti
   canvas' own PNG export within one grey level, and its probabilities equal Python onnxruntime's on that input;
 * drawing with the mouse (pointer events) gives a prediction, *Clear* removes it;
 * a file that is not ONNX, and an ONNX file that is not a digit classifier, give a clear message in the page;
+* a model the page cannot fetch (its server stopped, or HTTP 404) is reported as such, never as a bad model, and
+  the picker returns to the model still in use;
 * a screenshot of the page with a drawn digit is saved to ``artifacts/screenshots/draw_page.png`` (notebook 04
   shows it).
 
@@ -184,3 +186,34 @@ def test_opening_files_that_are_not_digit_classifiers_says_why(browser, server, 
     assert browser.execute_script("return window.digitPage.ready")
     shown = paint(browser, draw(load_mnist().x_test[0], style="dark-on-transparent"))
     assert shown["prediction"] == 7
+
+
+def pick(driver, label: str) -> None:
+    driver.execute_script("""const p = document.getElementById('model');
+        p.value = [...p.options].find(o => o.text === arguments[0]).value;
+        p.dispatchEvent(new Event('change'));""", label)
+
+
+def test_a_model_that_cannot_be_fetched_is_not_called_a_bad_model(browser):
+    """After the page's server stops (notebook 04's kernel gone) or a file is missing, picking a model says so,
+    and the picker returns to the model still in use (the status line and the picker agree)."""
+    models = [{"label": label, "file": require_artifact(name).name} for label, name in FP32_MODELS[:2]]
+    first, second = (m["label"] for m in models)
+    server = PageServer(models).start()
+    try:
+        open_page(browser, server)
+        browser.execute_script("document.getElementById('model').add(new Option('absent', 'models/absent.onnx'))")
+        pick(browser, "absent")
+        wait_for(browser, "the 404 message", "(window.digitPage.error || '').includes('absent')")
+        assert "the server answered HTTP 404" in browser.execute_script("return window.digitPage.error")
+    finally:
+        server.stop()
+    pick(browser, second)
+    wait_for(browser, "the message about the stopped server", f"(window.digitPage.error || '').includes({second!r})")
+    message = browser.execute_script("return window.digitPage.error")
+    assert "server is not running" in message and "python -m helpers.webserver" in message, message
+    assert "not an ONNX model" not in message and f"Still using {first}" in message, message
+    assert browser.execute_script("return document.getElementById('model').selectedOptions[0].text") == first
+    shown = paint(browser, draw(load_mnist().x_test[0], style="dark-on-transparent"))
+    assert shown["model"] == first and shown["prediction"] == 7
+    assert browser.execute_script("return document.getElementById('status').textContent").startswith(first)

@@ -32,19 +32,40 @@ for (let digit = 0; digit < 10; digit++) {
 }
 
 // --- opening a model ---------------------------------------------------------------------------------------------
+// The picker's files come from the local server: fetched first, so that a server that has stopped (or a missing
+// file) is reported as such, never as a bad model. `loaded` is the picker entry of the model in use.
+const SERVER_GONE = 'the page\'s server is not running (start it with `python -m helpers.webserver` in the '
+  + 'repository, or re-run the notebook cell that starts it, then open the address it prints)';
+let loaded = null;
+
+async function fetchModel(url, label) {
+  let response;
+  try {
+    response = await fetch(url, { cache: 'no-store' });
+  } catch (err) {  // no answer at all: connection refused, network error
+    throw new Error(`could not fetch ${label}: ${SERVER_GONE}`);
+  }
+  if (!response.ok) throw new Error(`could not fetch ${label}: the server answered HTTP ${response.status}`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
 async function openModel(source, label) {
   state.ready = false;
   say(`opening ${label} ...`);
   let candidate;
   try {
-    candidate = await ort.InferenceSession.create(source);
+    const bytes = typeof source === 'string' ? await fetchModel(source, label) : source;
+    try {
+      candidate = await ort.InferenceSession.create(bytes);
+    } catch (err) {
+      throw new Error(`${label} is not an ONNX model ONNX Runtime Web can open: ${err.message ?? err}`);
+    }
+    const problem = contractProblem(candidate);
+    if (problem) throw new Error(`${label} is not an MNIST digit classifier [batch, 1, 28, 28] → [batch, 10]: ${problem}`);
   } catch (err) {
-    say(`${label} is not an ONNX model ONNX Runtime Web can open: ${err.message ?? err}`, true);
-    return false;
-  }
-  const problem = contractProblem(candidate);
-  if (problem) {
-    say(`${label} is not an MNIST digit classifier [batch, 1, 28, 28] → [batch, 10]: ${problem}`, true);
+    state.ready = session !== null;  // keep using the previous model, if any
+    const still = state.model ? ` Still using ${state.model}.` : '';
+    say(`${err.message}.${still}`, true);
     return false;
   }
   session = candidate;
@@ -58,23 +79,36 @@ async function openModel(source, label) {
 async function loadPicker() {
   let models;
   try {
-    const response = await fetch('models.json');
+    const response = await fetch('models.json', { cache: 'no-store' });
+    if (!response.ok) throw new Error(`the server answered HTTP ${response.status}`);
     models = await response.json();
   } catch (err) {
-    say(`could not read the model list from the server: ${err.message}`, true);
+    say(`could not read the model list: ${err instanceof TypeError ? SERVER_GONE : err.message}`, true);
     return;
   }
   for (const m of models) picker.add(new Option(m.label, m.url));
   if (models.length === 0) say('no model files on the server yet: run notebooks 01, 02 and 05 first', true);
-  else await openModel(models[0].url, models[0].label);
+  else if (await openModel(models[0].url, models[0].label)) loaded = picker.options[0];
 }
 
-picker.addEventListener('change', () => openModel(picker.value, picker.selectedOptions[0].text));
+// The picker always shows the model in use: after a failed pick it returns to it (the message names the failure).
+picker.addEventListener('change', async () => {
+  const chosen = picker.selectedOptions[0];
+  if (await openModel(chosen.value, chosen.text)) {
+    picker.querySelector('option[data-own]')?.remove();
+    loaded = chosen;
+  } else if (loaded) loaded.selected = true;
+});
 document.getElementById('own').addEventListener('change', async (event) => {
   const file = event.target.files[0];
   if (!file) return;
-  const opened = await openModel(new Uint8Array(await file.arrayBuffer()), file.name);
-  if (!opened) state.ready = session !== null;  // keep using the previous model, if any
+  if (await openModel(new Uint8Array(await file.arrayBuffer()), file.name)) {
+    picker.querySelector('option[data-own]')?.remove();  // the picker names your file while it is in use
+    loaded = new Option(`your file: ${file.name}`, '', false, true);
+    loaded.dataset.own = '';
+    loaded.disabled = true;
+    picker.add(loaded);
+  } else if (loaded) loaded.selected = true;
 });
 
 // --- drawing -----------------------------------------------------------------------------------------------------
