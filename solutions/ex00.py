@@ -7,17 +7,17 @@ import numpy as np
 
 
 def solve_1(workdir: Path):
-    """One Gemm node computes x @ W + b; Relu stays."""
+    """softmax(x @ W.T + b): Gemm reads W as stored [out, in] with transB=1, then Softmax over the last axis."""
     from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(0)
-    W = rng.standard_normal((4, 3)).astype(np.float32)
-    b = rng.standard_normal(3).astype(np.float32)
+    W = np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5
+    b = np.array([0.1, -0.2, 0.3], np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "b"], ["xW_plus_b"]), helper.make_node("Relu", ["xW_plus_b"], ["y"])],
-        "relu_gemm",
+        [helper.make_node("Gemm", ["x", "W", "b"], ["scores"], transB=1),
+         helper.make_node("Softmax", ["scores"], ["probabilities"])],
+        "linear_classifier",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", 3])],
         [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b")])
     return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 20)])
 

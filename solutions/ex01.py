@@ -5,28 +5,17 @@ from pathlib import Path
 
 
 def trained_mlp():
-    """The notebook's MnistMLP with the trained weights, read back from artifacts/mnist_mlp_pytorch.onnx.
+    """The notebook's MnistMLP (its #@save cell) with the trained weights of artifacts/mnist_mlp_pytorch.onnx.
 
     In the notebook ``model`` is already there; a solution file has to rebuild it.
     """
     import onnx
     import torch
     from onnx import numpy_helper
-    from torch import nn
 
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import from_notebook, require_artifact
 
-    class MnistMLP(nn.Module):  # the notebook's class, repeated so the solution stands alone
-        def __init__(self):
-            super().__init__()
-            self.register_buffer("mean", torch.tensor(0.1307))
-            self.register_buffer("std", torch.tensor(0.3081))
-            self.layers = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128),
-                                        nn.ReLU(), nn.Linear(128, 10))
-
-        def forward(self, image):
-            return self.layers((image - self.mean) / self.std)
-
+    (MnistMLP,) = from_notebook("01_export_pytorch_mlp.ipynb", "MnistMLP")
     model = MnistMLP()
     weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
                for init in onnx.load(require_artifact("mnist_mlp_pytorch.onnx")).graph.initializer}
@@ -35,12 +24,21 @@ def trained_mlp():
 
 
 def solve_1(workdir: Path):
-    """No dynamic_shapes: every dimension is fixed to the dummy's, here a batch of 7."""
+    """Rows of 784 values in 0..255: reshape to the contract's layout and scale inside forward."""
     import torch
+    from torch import nn
 
-    path = Path(workdir) / "mlp_batch7.onnx"
-    torch.onnx.export(trained_mlp(), (torch.zeros(7, 1, 28, 28),), path, input_names=["image"],
-                      output_names=["logits"], dynamo=True, external_data=False)
+    class FromRows(nn.Module):
+        def __init__(self, mlp):
+            super().__init__()
+            self.mlp = mlp
+
+        def forward(self, pixels):
+            return self.mlp(pixels.reshape(-1, 1, 28, 28) / 255)
+
+    path = Path(workdir) / "mlp_rows.onnx"
+    torch.onnx.export(FromRows(trained_mlp()).eval(), (torch.zeros(2, 784),), path, input_names=["pixels"],
+                      output_names=["logits"], dynamo=True, dynamic_shapes=({0: "batch"},), external_data=False)
     return path
 
 
