@@ -1,22 +1,14 @@
 """Solutions for notebook 05's exercises (onnx, onnxruntime and its quantization tools, like the notebook).
 
-They start from the fp32 files the series writes (``require_artifact`` rebuilds a missing one), so no
-framework is needed: quantization works on the ``.onnx`` file alone.
+Quantization works on the ``.onnx`` file alone: no framework is needed.
 """
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
 from onnxruntime.quantization import CalibrationDataReader
-
-
-def _calibration_images(n: int = 1000) -> np.ndarray:
-    """``n`` training digits (uint8 [n, 28, 28]), never test digits, chosen as in the notebook."""
-    from helpers.mnist import load_mnist
-
-    x_train = load_mnist().x_train
-    return x_train[np.random.default_rng(0).choice(len(x_train), n, replace=False)]
 
 
 class MnistCalibrationReader(CalibrationDataReader):
@@ -30,10 +22,7 @@ class MnistCalibrationReader(CalibrationDataReader):
 
         session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
         self.input_name = session.get_inputs()[0].name
-        images = np.asarray(images_uint8)
-        if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (28, 28):
-            raise ValueError(f"expected uint8 digits [N, 28, 28], got {images.dtype} {list(images.shape)}")
-        scaled = images.astype(np.float32)[:, None] / 255.0  # the contract: [N, 1, 28, 28] in 0..1
+        scaled = np.asarray(images_uint8).astype(np.float32)[:, None] / 255.0  # the contract: 0..1
         self.batches = iter([scaled[i:i + batch_size] for i in range(0, len(scaled), batch_size)])
 
     def get_next(self):
@@ -41,38 +30,50 @@ class MnistCalibrationReader(CalibrationDataReader):
         return None if batch is None else {self.input_name: batch}
 
 
+def quantize_int8(fp32_path, int8_path, train_uint8):
+    """Static int8, QDQ, per-channel weights, calibrated on ``train_uint8`` (training digits, never test)."""
+    from onnxruntime.quantization import QuantFormat, quant_pre_process, quantize_static
+
+    with tempfile.TemporaryDirectory() as tmp:
+        preprocessed = Path(tmp) / "preprocessed.onnx"
+        quant_pre_process(fp32_path, preprocessed)
+        quantize_static(preprocessed, int8_path, MnistCalibrationReader(preprocessed, train_uint8),
+                        quant_format=QuantFormat.QDQ, per_channel=True)
+
+
+def gemm_to_matmul(model):
+    """Each ``Gemm(x, W, b)`` (alpha = beta = 1, no transA) as ``MatMul(x, W) + Add(b)``, as in notebook 05."""
+    from onnx import helper, numpy_helper
+
+    weights = {t.name: t for t in model.graph.initializer}
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "Gemm":
+            nodes.append(node)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        w = numpy_helper.to_array(weights[node.input[1]])
+        weights[node.input[1]].CopyFrom(numpy_helper.from_array(
+            np.ascontiguousarray(w.T if attrs.get("transB") else w), node.input[1]))
+        nodes += [helper.make_node("MatMul", node.input[:2], [node.output[0] + "_mm"], name=node.name + "_mm"),
+                  helper.make_node("Add", [node.output[0] + "_mm", node.input[2]], node.output, name=node.name + "_b")]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
+def int4_weights(fp32_path, int4_path, block_size):
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(gemm_to_matmul(onnx.load(fp32_path)), bits=4, block_size=block_size,
+                                     is_symmetric=True, accuracy_level=4)
+    quantizer.process()
+    onnx.save(quantizer.model.model, int4_path)
+
+
 def solve_1(workdir: Path):
-    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    from helpers.notebooks import require_artifact
-
-    workdir = Path(workdir)
-    preprocessed = workdir / "cnn.preprocessed.onnx"
-    quant_pre_process(require_artifact("mnist_cnn_pytorch.onnx"), preprocessed)
-    images = _calibration_images()
-    answer = {}
-    for name, op_types in (("all", None), ("gemm_only", ["Gemm"])):
-        answer[name] = workdir / f"cnn.int8-static.{name}.onnx"
-        quantize_static(preprocessed, answer[name], MnistCalibrationReader(preprocessed, images),
-                        quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax,
-                        op_types_to_quantize=op_types)  # None: every supported op; no nodes_to_exclude
-    answer["accuracy"] = {name: _accuracy(answer[name]) for name in ("all", "gemm_only")}
-    return answer
-
-
-def _accuracy(path) -> float:
-    """Test accuracy on the 10,000 MNIST test digits, as the notebook's accuracy(path)."""
-    import onnxruntime as ort
-
-    from helpers.mnist import load_mnist
-
-    data = load_mnist()
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    logits = session.run(None, {"image": data.x_test[:, None].astype(np.float32) / 255.0})[0]
-    return float((logits.argmax(1) == data.y_test).mean())
+    return quantize_int8
 
 
 def solve_2(workdir: Path):
@@ -80,17 +81,4 @@ def solve_2(workdir: Path):
 
 
 def solve_3(workdir: Path):
-    import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-
-    from helpers.notebooks import require_artifact
-
-    source = require_artifact("mnist_mlp_keras.onnx")  # tf2onnx writes MatMul + Add: no Gemm to rewrite
-    answer = {}
-    for block_size in (16, 32, 128):
-        quantizer = MatMulNBitsQuantizer(onnx.load(source), bits=4, block_size=block_size, is_symmetric=True,
-                                         accuracy_level=4)
-        quantizer.process()
-        answer[block_size] = Path(workdir) / f"mlp_keras.int4-block{block_size}.onnx"
-        onnx.save(quantizer.model.model, answer[block_size])
-    return answer
+    return int4_weights
