@@ -1,15 +1,14 @@
 """Solutions for notebook 02's exercises (they need TensorFlow, like the notebook).
 
-In the notebook you would export the trained ``model`` of section 1. To stand alone, these solutions rebuild
-that model and copy its trained weights out of ``artifacts/mnist_mlp_keras.onnx`` (no training needed).
+In the notebook, 02.2 and 02.3 export the trained ``model`` of section 1. To stand alone (without training it
+again), these solutions export the small CNN of 02.1 wrapped to the contract's layout: the checks compare the
+file with whichever Keras model is passed, so the export code is exactly the one the notebook's ``model`` needs.
 """
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
-
-MEAN, STD = 0.1307, 0.3081
-OPSET = 18
 
 
 def _tf():
@@ -21,74 +20,80 @@ def _tf():
     return tf, keras, tf2onnx
 
 
-def _trained_model():
-    """Notebook 02's Keras MLP with the weights of the file that notebook wrote."""
-    import onnx
-    from onnx import numpy_helper
+@functools.cache
+def _trained_cnn():
+    """02.1's channels-last CNN, trained for one epoch."""
+    import numpy as np
 
-    from helpers.notebooks import require_artifact
+    from helpers.mnist import load_mnist
 
     _, keras, _ = _tf()
-    model = keras.Sequential([
-        keras.Input(shape=(1, 28, 28), name="image"),
-        keras.layers.Rescaling(scale=1.0 / STD, offset=-MEAN / STD, name="normalize"),
-        keras.layers.Flatten(name="flatten"),
-        keras.layers.Dense(256, activation="relu", name="hidden1"),
-        keras.layers.Dense(128, activation="relu", name="hidden2"),
-        keras.layers.Dense(10, name="logits"),
-    ], name="mnist_mlp")
-    weights = {init.name: numpy_helper.to_array(init)
-               for init in onnx.load(require_artifact("mnist_mlp_keras.onnx")).graph.initializer}
-    for layer in ("hidden1", "hidden2", "logits"):  # tf2onnx keeps TensorFlow's variable names
-        kernel = next(v for k, v in weights.items() if f"/{layer}_1/" in k and v.ndim == 2)
-        bias = next(v for k, v in weights.items() if f"/{layer}_1/" in k and v.ndim == 1)
-        model.get_layer(layer).set_weights([kernel, bias])
-    return model
-
-
-def _from_function(serve, signature, path: Path) -> Path:
-    """tf2onnx's conversion of a traced function, saved to ``path``: the call notebook 02 teaches."""
-    import onnx
-
-    _, _, tf2onnx = _tf()
-    onnx_model, _ = tf2onnx.convert.from_function(serve, input_signature=signature, opset=OPSET)
-    onnx.save(onnx_model, path)
-    return path
+    data = load_mnist()
+    keras.utils.set_random_seed(0)
+    cnn = keras.Sequential([
+        keras.Input(shape=(28, 28, 1), name="image"),
+        keras.layers.Conv2D(8, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(10),
+    ])
+    cnn.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    cnn.fit((data.x_train[..., None] / 255).astype(np.float32), data.y_train, batch_size=128, epochs=1, verbose=0)
+    return cnn
 
 
 def solve_1(workdir: Path):
-    """A fixed batch of 32 in the TensorSpec becomes dim_value 32 in the file."""
-    tf, _, _ = _tf()
-    model = _trained_model()
-    signature = (tf.TensorSpec(shape=(32, 1, 28, 28), dtype=tf.float32, name="image"),)
-    serve = tf.function(lambda image: model(image, training=False), input_signature=signature)
-    return _from_function(serve, signature, Path(workdir) / "mlp_batch32.onnx")
+    """A channels-last TensorSpec for a channels-last model; the dict key names the output."""
+    tf, _, tf2onnx = _tf()
+    cnn, path = _trained_cnn(), Path(workdir) / "cnn_channels_last.onnx"
+    tf2onnx.convert.from_function(
+        tf.function(lambda image: {"logits": cnn(image)}),
+        input_signature=[tf.TensorSpec((None, 28, 28, 1), tf.float32, name="image")],
+        opset=18,
+        output_path=str(path),
+    )
+    return cnn, path
+
+
+def _contract_model():
+    """A Keras model with the contract's input [batch, 1, 28, 28] (in the notebook: the trained ``model``)."""
+    _, keras, _ = _tf()
+    image = keras.Input(shape=(1, 28, 28), name="image")
+    logits = _trained_cnn()(keras.layers.Permute((2, 3, 1))(image))  # channels first -> channels last
+    return keras.Model(image, logits)
 
 
 def solve_2(workdir: Path):
     """Two TensorSpecs, two inputs; a dict of two tensors, two named outputs."""
-    tf, _, _ = _tf()
-    model = _trained_model()
-    signature = (tf.TensorSpec(shape=(None, 1, 28, 28), dtype=tf.float32, name="image"),
-                 tf.TensorSpec(shape=(), dtype=tf.float32, name="temperature"))
+    tf, _, tf2onnx = _tf()
+    model, path = _contract_model(), Path(workdir) / "mlp_temperature.onnx"
 
-    @tf.function(input_signature=signature)
     def serve(image, temperature):
-        logits = model(image, training=False)
+        logits = model(image)
         return {"logits": logits, "probabilities": tf.nn.softmax(logits / temperature)}
 
-    return _from_function(serve, signature, Path(workdir) / "mlp_temperature.onnx")
+    tf2onnx.convert.from_function(
+        tf.function(serve),
+        input_signature=[tf.TensorSpec((None, 1, 28, 28), tf.float32, name="image"),
+                         tf.TensorSpec((), tf.float32, name="temperature")],
+        opset=18,
+        output_path=str(path),
+    )
+    return model, path
 
 
 def solve_3(workdir: Path):
     """Any TensorFlow code in the traced function ends up in the graph, preprocessing included."""
-    tf, _, _ = _tf()
-    model = _trained_model()
-    signature = (tf.TensorSpec(shape=(None, 28, 28), dtype=tf.uint8, name="digits"),)
+    tf, _, tf2onnx = _tf()
+    model, path = _contract_model(), Path(workdir) / "mlp_uint8.onnx"
 
-    @tf.function(input_signature=signature)
-    def serve(digits):
-        image = tf.expand_dims(tf.cast(digits, tf.float32) / 255.0, axis=1)  # uint8 [N, 28, 28] -> [N, 1, 28, 28]
-        return model(image, training=False)
+    def serve(digits):  # uint8 [N, 28, 28] -> float32 [N, 1, 28, 28] in 0..1 -> the model
+        return {"logits": model(tf.expand_dims(tf.cast(digits, tf.float32) / 255.0, axis=1))}
 
-    return _from_function(serve, signature, Path(workdir) / "mlp_uint8.onnx")
+    tf2onnx.convert.from_function(
+        tf.function(serve),
+        input_signature=[tf.TensorSpec((None, 28, 28), tf.uint8, name="digits")],
+        opset=18,
+        output_path=str(path),
+    )
+    return model, path

@@ -99,8 +99,7 @@ def test_inference_requirements_are_exact_pins_matching_the_main_environment():
 
 def test_bare_env_holds_exactly_the_pins_and_nothing_else(bare):
     env, python = bare
-    installed = footprint.environment_size(python)["packages"]
-    assert {k.lower(): v[0] for k, v in installed.items()} == inference_pins()
+    assert footprint.installed(env) == inference_pins()
     assert python.is_file() and str(env).startswith(str(footprint.cache_dir()))
     prefix = footprint.run_python(python, ["-c", "import sys; print(sys.prefix == sys.base_prefix)"])
     assert prefix.stdout.strip() == "False", "not a virtual environment"
@@ -111,6 +110,14 @@ def test_frameworks_are_absent_in_the_bare_env(bare, module):
     result = footprint.run_python(bare[1], ["-I", "-c", f"import {module}"])
     assert result.returncode != 0
     assert f"No module named '{module}'" in result.stderr
+
+
+def test_stack_costs_measure_the_bare_env_smaller_than_each_training_stack(bare):
+    costs = footprint.stack_costs(bare[0])
+    assert list(costs) == ["onnxruntime + numpy (bare env)", "torch + torchvision", "tensorflow"]
+    (bare_mb, bare_s), *stacks = costs.values()
+    assert 10 < bare_mb < min(mb for mb, _ in stacks), costs
+    assert all(seconds > 0 for _, seconds in costs.values()), costs
 
 
 def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path):
