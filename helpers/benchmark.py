@@ -1,18 +1,8 @@
-"""Plumbing for notebook 06 (``06_benchmark_runtimes.ipynb``): timing loop, results file, ratio table, charts.
+"""Plumbing for notebook 06 (``06_benchmark_runtimes.ipynb``): interleaved timing, the results file
+``artifacts/benchmarks.json`` (JSON Schema ``RESULTS_SCHEMA``), the ratio table and the targets.
 
-What the notebook *teaches* (session options, threads, what is timed) is written out in the notebook. Here:
-
-* ``time_by_batch``: one timing loop for any runtime, input already in the runtime's own tensor type;
-* ``time_side_by_side``: several variants timed in interleaved rounds, so a busy moment hits them all alike;
-* ``artifacts/benchmarks.json``: made by ``new_results``, described by the JSON Schema ``RESULTS_SCHEMA``, checked by
-  ``validate_results`` (``jsonschema``), written atomically by ``write_results``, read by ``load_results``;
-* ``ratio_rows`` / ``ratio_table``, ``evaluate_targets`` / ``targets_text``, ``plot_latency``.
-
-Headless, without Jupyter (executes notebook 06, then prints the table from the file it wrote)::
-
-    python -m helpers.benchmark               # run notebook 06, print the ratio table and targets
-    python -m helpers.benchmark --scale 0.3   # shorter timing loops (ONNX_PDF_BENCH_SCALE)
-    python -m helpers.benchmark --table-only  # only print the table of an existing benchmarks.json
+Headless: ``python -m helpers.benchmark`` runs notebook 06 and prints the table (``--scale 0.3`` shortens the
+timing loops, ``--table-only`` prints the table of an existing file).
 """
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from helpers.atomic import atomic_path
 from helpers.paths import artifacts_dir
-from helpers.timing import bench_scale, measure
+from helpers.timing import bench_scale
 
 SCHEMA = "onnx-pdf/benchmarks/v1"
 RESULTS_FILE = "benchmarks.json"
@@ -70,33 +60,15 @@ class BenchmarkFormatError(ValueError):
     """A results dictionary or file does not follow ``RESULTS_SCHEMA``."""
 
 
-# --------------------------------------------------------------------------------------------- timing
-def time_by_batch(predict: Callable[[Any], Any], inputs: Mapping[int, Any], *, min_time_s: float = 0.5,
-                  warmup: int = 5) -> dict[str, dict]:
-    """Time ``predict(x)`` for each ``{batch_size: x}``; return ``{"1": {"p50": µs, "p90": µs, "n": calls}}``.
-
-    ``x`` must already be in the runtime's own type (numpy, ``torch.Tensor``, ``tf.Tensor``) so only the model
-    call is timed. Loop lengths follow ``helpers.timing.measure`` (scaled by ``ONNX_PDF_BENCH_SCALE``).
-    """
-    out = {}
-    for batch_size, x in inputs.items():
-        stats = measure(lambda: predict(x), warmup=warmup, min_time_s=min_time_s)
-        out[str(int(batch_size))] = {"p50": stats["p50_us"], "p90": stats["p90_us"], "n": stats["n"]}
-    return out
-
-
 def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]], *,
                       min_time_s: float = 0.5, rounds: int = 5, warmup: int = 5, pause_s: float = 0.005,
                       seed: int = 0) -> dict[str, dict[str, dict]]:
     """Time several ``name: (predict, {batch_size: x})`` in interleaved rounds; ``{name: {"1": stats, ...}}``.
 
-    Why: on a shared machine other processes come and go. Timed one after another, one variant can catch a busy
-    second and another a quiet one, and with as many threads as cores a busy neighbour makes every call wait for
-    its second thread (2-5x on a 2-core machine). Here each round times every (variant, batch size) for
-    ``min_time_s / rounds`` seconds, in a shuffled order (seeded), so a busy moment hits all of them alike and the
-    ratios stay fair. ``pause_s`` between slices lets a runtime's spinning threads go idle before the next one.
-    Each entry: ``p50`` and ``p90`` over all timed calls, ``n`` calls, and ``round_p50`` (each round's median: a
-    spread between rounds means the machine was busy part of the time). Scaled by ``ONNX_PDF_BENCH_SCALE``.
+    Each round times every (variant, batch size) for ``min_time_s / rounds`` seconds (scaled by
+    ``ONNX_PDF_BENCH_SCALE``) in a seeded shuffled order, so a busy moment of the machine hits all alike.
+    ``pause_s`` lets spinning threads go idle between slices. Stats: ``p50``, ``p90`` (µs), ``n`` calls and
+    ``round_p50`` (each round's median: a spread means the machine was busy part of the time).
     """
     import random
     import time
@@ -139,7 +111,6 @@ def onnxruntime_predict(session) -> Callable:
     return lambda x: session.run([output_name], {input_name: x})[0]
 
 
-# ------------------------------------------------------------------------------------------- the file
 def validate_results(results: Any) -> dict:
     """Check ``results`` against ``RESULTS_SCHEMA`` and its cross-references; raise BenchmarkFormatError saying where."""
     import jsonschema
@@ -164,8 +135,7 @@ def validate_results(results: Any) -> dict:
 
 def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence[int], threads: int,
                 settings: Mapping[str, Any], packages: Mapping[str, str] | None = None) -> dict:
-    """The results document: schema tag, time, this machine (``helpers.machine.machine_report``), settings,
-    variants and targets. ``packages``: versions measured elsewhere (Keras' process) added to the machine's."""
+    """The results document; ``packages``: versions measured in another process (Keras'), added."""
     import time
 
     from helpers.machine import machine_report
@@ -199,7 +169,6 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
         raise BenchmarkFormatError(f"{path}: {err}") from None
 
 
-# ------------------------------------------------------------------------------------------- ratios
 def ratio_rows(results: dict) -> list[dict]:
     """One row per variant: size, accuracy and p50/p90 latency, each also as a ratio (below 1: smaller/faster).
 
@@ -263,37 +232,6 @@ def targets_text(results: dict) -> str:
                      f"(target <= {t['max_ratio']}x, batch {t['batch_size']})" for t in evaluate_targets(results))
 
 
-def machine_text(results: dict) -> str:
-    m = results["machine"]
-    packages = ", ".join(f"{k} {v}" for k, v in m["packages"].items() if v)
-    return (f"CPU: {m['cpu']['model']} ({m['cpu'].get('logical_cores')} logical cores), flags: "
-            f"{' '.join(m['cpu']['flags'])}\nthreads per runtime: {m['threads']} | {packages}")
-
-
-# ------------------------------------------------------------------------------------------- charts
-def plot_latency(results: dict, batch_size: int):
-    """Horizontal bars: p50 latency of every variant for one batch size, one panel per model."""
-    import matplotlib.pyplot as plt
-
-    rows = ratio_rows(results)
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    colors = {"pytorch": "tab:red", "keras": "tab:orange", "onnxruntime": "tab:blue"}
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 2.8), squeeze=False)
-    for ax, model in zip(axes.flat, models):
-        mine = [r for r in rows if r["model"] == model]
-        p50 = [r[f"p50_us_b{batch_size}"] for r in mine]
-        p90 = [r[f"p90_us_b{batch_size}"] for r in mine]
-        ax.barh([f"{r['runtime']} · {r['precision']}" for r in mine], p50, color=[colors[r["runtime"]] for r in mine],
-                xerr=[[0] * len(mine), [max(hi - lo, 0) for lo, hi in zip(p50, p90)]], error_kw={"elinewidth": 0.8})
-        ax.invert_yaxis()
-        ax.set_xscale("log")  # runtimes differ by orders of magnitude
-        ax.set_title(f"{model}, batch {batch_size}")
-        ax.set_xlabel("latency µs, log scale (bar: median, whisker: p90)")
-    plt.show()
-    return fig
-
-
-# ------------------------------------------------------------------------------------------- command
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -310,7 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         run_notebook(NOTEBOOK)
     results = load_results(args.results)
-    print(machine_text(results), end="\n\n")
+    cpu = results["machine"]["cpu"]
+    print(f"CPU: {cpu['model']}, flags: {' '.join(cpu['flags'])}; threads: {results['machine']['threads']}\n")
     print(ratio_table(results), end="\n\n")
     print(targets_text(results))
     return 0

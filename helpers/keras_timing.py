@@ -1,12 +1,9 @@
 """Time the Keras MLP in a process of its own, for notebook 06: ``python -m helpers.keras_timing FILE.onnx``.
 
-TensorFlow stays out of the notebook's process: with these builds (torch 2.14.1, tensorflow 2.21.0), once
-TensorFlow is loaded PyTorch's convolution backward pass crashes the process, and TensorFlow's thread pools would
-compete with the runtimes timed there. This rebuilds notebook 02's Keras MLP from the weights in its ``.onnx`` file
-(tf2onnx writes each Dense layer as ``MatMul`` then ``Add``), checks it gives ONNX Runtime's logits, times
-``model(x, training=False)`` and the same ``.onnx`` file in ONNX Runtime (same threads, spinning off) side by side
-with ``helpers.benchmark.time_side_by_side`` (interleaved rounds, so both see the same machine load), and prints
-one JSON object.
+TensorFlow stays out of the notebook's process (its thread pools would compete with the runtimes timed there).
+This rebuilds notebook 02's Keras MLP from the weights in its ``.onnx`` file (tf2onnx writes each Dense layer as
+``MatMul`` then ``Add``), checks parity with ONNX Runtime, times ``model(x, training=False)`` and the same file in
+ONNX Runtime side by side (``helpers.benchmark.time_side_by_side``), and prints one JSON object.
 """
 from __future__ import annotations
 
@@ -47,12 +44,14 @@ def main(argv=None) -> int:
 
     from helpers.benchmark import onnxruntime_predict, time_side_by_side
     from helpers.mnist import load_mnist
+    from helpers.notebooks import from_notebook
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count
     tf.config.threading.set_inter_op_parallelism_threads(1)
     arrays = dense_weights(onnx.load(args.model))
+    mean, std = from_notebook("01_export_pytorch_mlp.ipynb", "MNIST_MEAN", "MNIST_STD")
     model = keras.Sequential([keras.Input(shape=(1, 28, 28)),
-                              keras.layers.Rescaling(1 / 0.3081, offset=-0.1307 / 0.3081),  # the contract's (x - mean) / std
+                              keras.layers.Rescaling(1 / std, offset=-mean / std),  # (x - mean) / std
                               keras.layers.Flatten()]
                              + [keras.layers.Dense(w.shape[1], activation="relu") for w in arrays[0:-2:2]]
                              + [keras.layers.Dense(arrays[-2].shape[1])])

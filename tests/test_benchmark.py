@@ -1,4 +1,4 @@
-"""helpers.benchmark: the results schema, atomic writing, the ratio table and targets, the timing loop."""
+"""helpers.benchmark: the results schema, atomic writing, the ratio table and targets, interleaved timing."""
 from __future__ import annotations
 
 import copy
@@ -161,17 +161,6 @@ def test_load_errors_name_the_file(tmp_path, results):
         benchmark.load_results(wrong)
 
 
-def test_time_by_batch_reports_each_batch(monkeypatch):
-    monkeypatch.setenv("ONNX_PDF_BENCH_SCALE", "0.01")
-    calls = []
-    out = benchmark.time_by_batch(lambda x: calls.append(len(x)), {1: np.zeros(1), 4: np.zeros(4)},
-                                  min_time_s=0.1, warmup=2)
-    assert sorted(out) == ["1", "4"]
-    for stats in out.values():
-        assert stats["n"] >= 10 and 0 < stats["p50"] <= stats["p90"]
-    assert calls.count(1) == out["1"]["n"] + 2 and calls.count(4) == out["4"]["n"] + 2
-
-
 def test_onnxruntime_predict_uses_the_graph_names(tmp_path):
     import onnxruntime as ort
     from onnx import TensorProto, helper
@@ -183,20 +172,6 @@ def test_onnxruntime_predict_uses_the_graph_names(tmp_path):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     out = benchmark.onnxruntime_predict(session)(np.array([[-1.0, 0.0, 2.0]], np.float32))
     np.testing.assert_array_equal(out, [[0.0, 0.0, 2.0]])
-
-
-def test_plot_latency_one_panel_per_model(results):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig = benchmark.plot_latency(results, 256)
-    try:
-        assert len(fig.axes) == 2
-        assert len(fig.axes[0].patches) == 3 and len(fig.axes[1].patches) == 1
-    finally:
-        plt.close(fig)
 
 
 def test_command_table_only_prints_table_and_targets(results, tmp_path):

@@ -51,7 +51,7 @@ def static(digits=None, **settings):
     return answer
 
 
-def test_digits():
+def _test_digits():
     from helpers.mnist import load_mnist
 
     return load_mnist().x_test[:300]
@@ -77,7 +77,7 @@ def image_hard_coded(fp32_path, int8_path, train_uint8):
     (static(quant_format=QuantFormat.QOperator), "quant_format=QuantFormat.QDQ"),
     (static(per_channel=False), "per_channel=True"),
     (static(op_types_to_quantize=["Gemm"]), "Conv conv_0, Conv conv_2 still read float tensors"),
-    (static(digits=test_digits), "never with test digits"),
+    (static(digits=_test_digits), "never with test digits"),
     (unscaled, "divide the uint8 digits by 255"),
     (image_hard_coded, "it raised"),
     (lambda f, o, d: None, "no file at"),
@@ -148,8 +148,8 @@ class DropsTheLastBatch(ListReader):
     (ImageOnly, "read the name from the model"),
     (NoChannel, "add the channel axis"),
     (Unscaled, "divide the uint8"),
-    (StartsOver, "then batches again"),
-    (DropsTheLastBatch, "got 2 batches"),
+    (StartsOver, "still returns batches"),
+    (DropsTheLastBatch, "got None after 2 batches"),
     (ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader), "got an instance of"),
 ])
 def test_calibration_reader_mistakes_are_named(answer, message):

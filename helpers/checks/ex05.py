@@ -1,9 +1,6 @@
-"""Checks for the exercises of notebook 05 (quantization).
-
-05.1 and 05.3 run the learner's function on a model of the check's own (never quantized in the notebook) and
-judge what it writes: the graph's operators and attributes, and agreement with the fp32 model on test digits
-the learner's code never sees. 05.2 runs the learner's reader class on the CNN file and on a renamed copy.
-"""
+"""Checks for notebook 05's exercises. 05.1 and 05.3 run the learner's function on a model of the check's own
+and judge what it writes: operators, attributes, agreement with the fp32 model on test digits the learner's code
+never sees. 05.2 runs the learner's reader class on the CNN file and on a renamed copy."""
 from __future__ import annotations
 
 import inspect
@@ -26,41 +23,39 @@ def fresh_model(path: Path, kind: str = "cnn") -> Path:
 
     from helpers.mnist import load_mnist
 
-    rng = np.random.default_rng(5)
-    flat = numpy_helper.from_array(np.array([-1, 864 if kind == "cnn" else 784], np.int64), "flat")
+    rng, node = np.random.default_rng(5), helper.make_node
     if kind == "cnn":
         weights = {"w1": rng.normal(0, 0.3, (4, 1, 5, 5)), "b1": np.zeros(4), "w2": rng.normal(0, 0.3, (6, 4, 3, 3)),
-                   "b2": np.zeros(6)}
-        body = [helper.make_node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[5, 5]),
-                helper.make_node("Relu", ["c1"], ["r1"]),
-                helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2],
-                                 pads=[1, 1, 1, 1]),
-                helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Reshape", ["r2", "flat"], ["h"])]
+                   "b2": np.zeros(6), "flat": [-1, 864]}
+        body = [node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[5, 5]), node("Relu", ["c1"], ["r1"]),
+                node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+                node("Relu", ["c2"], ["r2"]), node("Reshape", ["r2", "flat"], ["h"])]
     else:
-        weights = {"w1": rng.normal(0, 0.1, (100, 784)), "b1": rng.normal(0, 0.5, 100)}
-        body = [helper.make_node("Reshape", ["pixels", "flat"], ["x"]),
-                helper.make_node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1), helper.make_node("Relu", ["g1"], ["h"])]
+        weights = {"w1": rng.normal(0, 0.1, (100, 784)), "b1": rng.normal(0, 0.5, 100), "flat": [-1, 784]}
+        body = [node("Reshape", ["pixels", "flat"], ["x"]), node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1),
+                node("Relu", ["g1"], ["h"])]
 
-    def model(nodes, output, width):
-        inits = [flat] + [numpy_helper.from_array(np.asarray(a, np.float32), n) for n, a in weights.items()]
-        graph = helper.make_graph(nodes, f"fresh_{kind}", inputs=[helper.make_tensor_value_info(
-            "pixels", TensorProto.FLOAT, ["batch", 1, 28, 28])], outputs=[helper.make_tensor_value_info(
-                output, TensorProto.FLOAT, ["batch", width])], initializer=inits)
-        for i, node in enumerate(graph.node):
-            node.name = f"{node.op_type.lower()}_{i}"
+    def model(nodes, output):
+        inits = [numpy_helper.from_array(np.asarray(a, np.int64 if n == "flat" else np.float32), n)
+                 for n, a in weights.items()]
+        value = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
+        graph = helper.make_graph(nodes, f"fresh_{kind}", [value("pixels", ["batch", 1, 28, 28])],
+                                  [value(output, None)], inits)
+        for i, n in enumerate(graph.node):
+            n.name = f"{n.op_type.lower()}_{i}"
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
     data = load_mnist()
-    hidden = open_session(model(body, "h", None).SerializeToString()).run(
+    hidden = open_session(model(body, "h").SerializeToString()).run(
         None, {"pixels": contract_input(data.x_train[:2000])})[0]
     w = np.linalg.solve(hidden.T @ hidden + 10 * np.eye(hidden.shape[1]), hidden.T @ np.eye(10)[data.y_train[:2000]])
     if kind == "cnn":
         weights.update(w3=w.T, b3=np.zeros(10))
-        head = [helper.make_node("Gemm", ["h", "w3", "b3"], ["scores"], transB=1)]
+        head = [node("Gemm", ["h", "w3", "b3"], ["scores"], transB=1)]
     else:
         weights.update(w2=w, b2=np.zeros(10))
-        head = [helper.make_node("MatMul", ["h", "w2"], ["m2"]), helper.make_node("Add", ["m2", "b2"], ["scores"])]
-    path.write_bytes(model(body + head, "scores", 10).SerializeToString())
+        head = [node("MatMul", ["h", "w2"], ["m2"]), node("Add", ["m2", "b2"], ["scores"])]
+    path.write_bytes(model(body + head, "scores").SerializeToString())
     return path
 
 
@@ -93,7 +88,7 @@ def _activation_scales(path) -> dict:
 
     model = load_model(path)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return {n.input[0]: np.ravel(inits[n.input[1]]).tolist() for n in model.graph.node
+    return {n.input[0]: inits[n.input[1]].tolist() for n in model.graph.node
             if n.op_type == "QuantizeLinear" and n.input[0] not in inits}
 
 
@@ -128,7 +123,7 @@ def check_static_int8(answer):
             raise Wrong(f"expected one weight scale per output channel, got a single scale in {per_tensor}: "
                         "per_channel=True")
         scales = [_activation_scales(f) for f in files]
-        if max(scales[0].get("pixels", [0])) > 0.1:
+        if np.max(scales[0].get("pixels", 0)) > 0.1:
             raise Wrong("the input's quantization range spans about 0..255: the calibration digits were not "
                         "scaled to the contract's 0..1 (divide the uint8 digits by 255)")
         if scales[0] == scales[1]:
@@ -150,29 +145,27 @@ def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int, name
         raise Wrong(f"expected {reader_class.__name__}(model_path, images_uint8, batch_size) and get_next() to "
                     f"work on {what}; it raised {type(err).__name__}: {err}") from err
     sizes = [len(digits[i:i + batch_size]) for i in range(0, len(digits), batch_size)]
-    if any(item is not None for item in got[len(sizes):]) or None in got[:len(sizes)]:
-        count = next((i for i, item in enumerate(got) if item is None), len(got))
-        raise Wrong(f"expected {len(sizes)} batches (of at most {batch_size}) for {len(digits)} digits, then None "
-                    f"for good; got {count} batches" + (", then batches again" if count == len(sizes) else "")
-                    + f" ({what})")
-    start = 0
-    for i, (item, size) in enumerate(zip(got, sizes), 1):
-        if not isinstance(item, dict) or list(item) != [name]:
-            hint = " (read the name from the model: session.get_inputs()[0].name)" if name != "image" else ""
-            raise Wrong(f"batch {i}: expected a dict with the one key {name!r}, got "
-                        f"{list(item) if isinstance(item, dict) else type(item).__name__} ({what}){hint}")
-        array = item[name]
-        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or array.shape != (size, 1, 28, 28):
-            hint = " (add the channel axis: images[:, None])" if np.shape(array) == (size, 28, 28) else ""
-            raise Wrong(f"batch {i}: expected a float32 numpy array [{size}, 1, 28, 28], got "
-                        f"{getattr(array, 'dtype', type(array).__name__)} {list(np.shape(array))} ({what}){hint}")
-        if array.max() > 1.0:
-            raise Wrong(f"batch {i}: expected pixels in 0..1, got values up to {array.max():g}: divide the uint8 "
-                        f"digits by 255 ({what})")
-        if not np.allclose(array[:, 0] * 255, digits[start:start + size], atol=1e-3):
-            raise Wrong(f"batch {i}: expected the digits {start}..{start + size - 1} handed to the reader, divided "
-                        f"by 255, in order; got other values ({what})")
-        start += size
+    first_none = next((i for i, item in enumerate(got) if item is None), len(got))
+    if first_none != len(sizes) or any(item is not None for item in got[len(sizes):]):
+        problem = (f"got None after {first_none} batches" if first_none < len(sizes) else
+                   f"get_next() still returns batches after {len(sizes)}: return None at the end, for good")
+        raise Wrong(f"expected {len(sizes)} batches (of at most {batch_size}) for {len(digits)} digits, then None; "
+                    f"{problem} ({what})")
+    keys = [list(item) if isinstance(item, dict) else type(item).__name__ for item in got[:len(sizes)]]
+    if any(k != [name] for k in keys):
+        hint = " (read the name from the model: session.get_inputs()[0].name)" if name != "image" else ""
+        raise Wrong(f"expected dicts with the one key {name!r}, got {keys} ({what}){hint}")
+    arrays = [item[name] for item in got[:len(sizes)]]
+    shapes = [np.shape(a) for a in arrays]
+    if shapes != [(n, 1, 28, 28) for n in sizes] or any(getattr(a, "dtype", None) != np.float32 for a in arrays):
+        hint = " (add the channel axis: images[:, None])" if shapes == [(n, 28, 28) for n in sizes] else ""
+        raise Wrong(f"expected float32 numpy arrays [batch, 1, 28, 28] with batches of {sizes}, got "
+                    f"{[(str(getattr(a, 'dtype', type(a).__name__)), list(np.shape(a))) for a in arrays]} ({what}){hint}")
+    pixels = np.concatenate(arrays)[:, 0]
+    if pixels.max() > 1.0:
+        raise Wrong(f"expected pixels in 0..1, got values up to {pixels.max():g}: divide the uint8 digits by 255 ({what})")
+    if not np.allclose(pixels * 255, digits, atol=1e-3):
+        raise Wrong(f"expected the digits handed to the reader, divided by 255, in order; got other values ({what})")
 
 
 def check_calibration_reader(answer):
