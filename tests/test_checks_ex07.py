@@ -49,7 +49,7 @@ def rewind_after_each_answer(generator, tokenizer, prefix_len, questions_ids, ma
 
 
 def read_back_from_the_sequence(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    """Right: a counted loop, the answer read back from get_sequence."""
+    """Right: a counted loop, the answer read back from get_sequence (which leaves out a final end-of-turn)."""
     answers = []
     for question in questions_ids:
         if len(generator.get_sequence(0)) > prefix_len:
@@ -106,9 +106,8 @@ def new_generator_each_time(generator, tokenizer, prefix_len, questions_ids, max
     return [ex07.generate(model, tokenizer, np.concatenate([prefix, q]), max_new_tokens) for q in questions_ids]
 
 
-def end_of_turn_dropped(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    answers = ex07.answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)
-    return [[t for t in ids if t not in tokenizer.eos_token_ids] for ids in answers]
+def one_token_short(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    return ex07.answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens - 1)
 
 
 def budget_ignored(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
@@ -120,9 +119,9 @@ def budget_ignored(generator, tokenizer, prefix_len, questions_ids, max_new_toke
     (prefix_appended_again, "holds it twice"),
     (rewind_to_zero, "below prefix_len"),
     (new_generator_each_time, "instead of a new generator"),
-    (end_of_turn_dropped, "the end-of-turn token: keep it"),
-    (budget_ignored, "at most max_new_tokens=7"),
-], ids=["no-rewind", "prefix-twice", "rewind-to-zero", "new-generators", "end-of-turn-dropped", "budget"])
+    (one_token_short, "you stopped too early"),
+    (budget_ignored, "at most max_new_tokens="),
+], ids=["no-rewind", "prefix-twice", "rewind-to-zero", "new-generators", "one-token-short", "budget"])
 def test_07_2_names_the_mistake(wrong, named):
     assert named in feedback("07.2", wrong)
 
@@ -158,14 +157,15 @@ def decode_everything_each_step(model, tokenizer, prompt_ids, max_new_tokens, st
     params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
     generator = og.Generator(model, params)
     generator.append_tokens(prompt_ids)
+    out = []
     for _ in range(max_new_tokens):
         if generator.is_done():
             break
         generator.generate_next_token()
-        answer = generator.get_sequence(0)[len(prompt_ids):]
-        if stop and stop in tokenizer.decode(answer):
+        out += generator.get_next_tokens().tolist()
+        if stop and stop in tokenizer.decode(out):
             break
-    return generator.get_sequence(0)[len(prompt_ids):].tolist()
+    return out
 
 
 def large_max_length_and_own_count(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
