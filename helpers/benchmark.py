@@ -1,5 +1,5 @@
-"""Plumbing for notebook 06 (``06_benchmark_runtimes.ipynb``): interleaved timing, the results file
-``artifacts/benchmarks.json`` (JSON Schema ``RESULTS_SCHEMA``), the ratio table and the targets.
+"""Plumbing for notebook 06 (``06_benchmark_runtimes.ipynb``): interleaved timing and the results file
+``artifacts/benchmarks.json`` (JSON Schema ``RESULTS_SCHEMA``); the ratio table is taught in the notebook.
 
 Headless: ``python -m helpers.benchmark`` runs notebook 06 and prints the table (``--scale 0.3`` shortens the
 timing loops, ``--table-only`` prints the table of an existing file).
@@ -169,69 +169,6 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
         raise BenchmarkFormatError(f"{path}: {err}") from None
 
 
-def ratio_rows(results: dict) -> list[dict]:
-    """One row per variant: size, accuracy and p50/p90 latency, each also as a ratio (below 1: smaller/faster).
-
-    ``vs_ort_fp32``: against the same model's fp32 ONNX Runtime variant; ``vs_framework``: against the same model
-    in the framework it came from (PyTorch eager or Keras); ``None`` when there is no such variant.
-    """
-    variants = results["variants"]
-    rows = []
-    for v in variants:
-        base = next((w for w in variants if w["model"] == v["model"] and w["runtime"] == "onnxruntime"
-                     and w["precision"] == "fp32"), None)
-        framework = next((w for w in variants if w["model"] == v["model"] and w["runtime"] != "onnxruntime"), None)
-        row = {k: v[k] for k in ("name", "model", "runtime", "precision", "size_bytes", "accuracy")}
-        row["size_vs_ort_fp32"] = v["size_bytes"] / base["size_bytes"] if base else None
-        row["accuracy_drop_pp"] = 100 * (base["accuracy"] - v["accuracy"]) if base else None
-        for b in map(str, results["batch_sizes"]):
-            p50 = v["latency_us"][b]["p50"]
-            row[f"p50_us_b{b}"], row[f"p90_us_b{b}"] = p50, v["latency_us"][b]["p90"]
-            row[f"vs_ort_fp32_b{b}"] = p50 / base["latency_us"][b]["p50"] if base else None
-            row[f"vs_framework_b{b}"] = p50 / framework["latency_us"][b]["p50"] if framework else None
-        rows.append(row)
-    return rows
-
-
-def ratio_table(results: dict) -> str:
-    """The ratio table as aligned plain text (the notebook prints it; so does ``python -m helpers.benchmark``)."""
-    fmt = lambda value, spec: "—" if value is None else format(value, spec)  # noqa: E731
-    header = ["model", "runtime · precision", "size KiB", "size ×", "acc %", "Δ pp"]
-    for b in results["batch_sizes"]:
-        header += [f"b{b} p50 µs", f"b{b} p90 µs", "×ort32", "×frmwk"]
-    lines = [header]
-    for r in ratio_rows(results):
-        line = [r["model"], f"{r['runtime']} · {r['precision']}", f"{r['size_bytes'] / 1024:.0f}",
-                fmt(r["size_vs_ort_fp32"], ".2f"), f"{100 * r['accuracy']:.2f}", fmt(r["accuracy_drop_pp"], "+.2f")]
-        for b in results["batch_sizes"]:
-            line += [f"{r[f'p50_us_b{b}']:.0f}", f"{r[f'p90_us_b{b}']:.0f}",
-                     fmt(r[f"vs_ort_fp32_b{b}"], ".2f"), fmt(r[f"vs_framework_b{b}"], ".2f")]
-        lines.append(line)
-    widths = [max(len(row[i]) for row in lines) for i in range(len(header))]
-    text = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
-            for row in lines]
-    text.insert(1, "-" * len(text[0]))
-    note = ("size × and ×ort32: against the same model's fp32 ONNX Runtime file; ×frmwk: against the model in "
-            "its own framework; Δ pp: accuracy drop in percentage points (negative = better). Below 1 = smaller/faster.")
-    return "\n".join(text + ["", note])
-
-
-def evaluate_targets(results: dict) -> list[dict]:
-    """Each stored target with its measured ratio (p50 of ``variant`` / p50 of ``reference``) and whether it is met."""
-    variants = {v["name"]: v for v in results["variants"]}
-    out = []
-    for t in results.get("targets", []):
-        b = str(t["batch_size"])
-        ratio = variants[t["variant"]]["latency_us"][b]["p50"] / variants[t["reference"]]["latency_us"][b]["p50"]
-        out.append({**t, "ratio": ratio, "met": ratio <= t["max_ratio"]})
-    return out
-
-
-def targets_text(results: dict) -> str:
-    return "\n".join(f"[{'MET    ' if t['met'] else 'NOT MET'}] {t['description']}: {t['ratio']:.2f}x "
-                     f"(target <= {t['max_ratio']}x, batch {t['batch_size']})" for t in evaluate_targets(results))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m helpers.benchmark", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -247,6 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from helpers.notebooks import run_notebook
 
         run_notebook(NOTEBOOK)
+    from helpers.notebooks import from_notebook
+
+    ratio_table, targets_text = from_notebook(NOTEBOOK, "ratio_table", "targets_text")
     results = load_results(args.results)
     cpu = results["machine"]["cpu"]
     print(f"CPU: {cpu['model']}, flags: {' '.join(cpu['flags'])}; threads: {results['machine']['threads']}\n")

@@ -11,6 +11,10 @@ import pytest
 
 from helpers import benchmark
 from helpers.benchmark import BenchmarkFormatError
+from helpers.notebooks import from_notebook
+
+ratio_rows, ratio_table, evaluate_targets, targets_text = from_notebook(
+    benchmark.NOTEBOOK, "ratio_rows", "ratio_table", "evaluate_targets", "targets_text")
 
 
 def variant(name, model, runtime, precision, size, accuracy, b1, b256):
@@ -44,7 +48,7 @@ def test_valid_results_pass_and_are_returned(results):
 
 
 def test_ratio_rows_against_ort_fp32_and_framework(results):
-    rows = {r["name"]: r for r in benchmark.ratio_rows(results)}
+    rows = {r["name"]: r for r in ratio_rows(results)}
     q = rows["mlp/onnxruntime/int8-dynamic"]
     assert q["size_vs_ort_fp32"] == pytest.approx(0.25)
     assert q["accuracy_drop_pp"] == pytest.approx(0.1)
@@ -55,7 +59,7 @@ def test_ratio_rows_against_ort_fp32_and_framework(results):
 
 
 def test_ratio_table_text(results):
-    table = benchmark.ratio_table(results)
+    table = ratio_table(results)
     lines = table.splitlines()
     assert "size ×" in lines[0] and "b256 p50 µs" in lines[0] and set(lines[1]) == {"-"}
     int8 = next(line for line in lines if "int8-dynamic" in line)
@@ -66,12 +70,12 @@ def test_ratio_table_text(results):
 
 
 def test_targets_evaluated(results):
-    status = benchmark.evaluate_targets(results)
+    status = evaluate_targets(results)
     assert [t["ratio"] for t in status] == [pytest.approx(0.4), pytest.approx(0.5)]
     assert [t["met"] for t in status] == [True, False]  # at most max_ratio is met
     results["variants"][1]["latency_us"]["1"]["p50"] = 41.0
-    assert benchmark.evaluate_targets(results)[0]["met"] is False
-    text = benchmark.targets_text(results).splitlines()
+    assert evaluate_targets(results)[0]["met"] is False
+    text = targets_text(results).splitlines()
     assert text[0].startswith("[NOT MET] ort under 0.4x torch: 0.41x") and "NOT MET" in text[1]
 
 
