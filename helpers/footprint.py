@@ -91,7 +91,8 @@ def closure_size(names: list[str]) -> int:
         except metadata.PackageNotFoundError:
             continue  # an optional or platform-specific requirement that is not installed
         files |= {Path(f.locate()).resolve() for f in dist.files or []}
-        todo += [r.name for r in map(Requirement, dist.requires or []) if not r.marker or r.marker.evaluate({"extra": ""})]
+        requires = map(Requirement, dist.requires or [])
+        todo += [r.name for r in requires if not r.marker or r.marker.evaluate({"extra": ""})]
     return sum(f.stat().st_size for f in files if f.is_file())
 
 
@@ -113,6 +114,7 @@ def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
     against torch + torchvision and tensorflow with everything they require here (numpy counts in each)."""
     site = site_packages(env_dir)
     bare_bytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink())
+    here = sys.executable
     return {"onnxruntime + numpy (bare env)": (bare_bytes / 1e6, import_seconds(python_of(env_dir), "onnxruntime")),
-            "torch + torchvision": (closure_size(["torch", "torchvision"]) / 1e6, import_seconds(sys.executable, "torch")),
-            "tensorflow": (closure_size(["tensorflow"]) / 1e6, import_seconds(sys.executable, "tensorflow"))}
+            "torch + torchvision": (closure_size(["torch", "torchvision"]) / 1e6, import_seconds(here, "torch")),
+            "tensorflow": (closure_size(["tensorflow"]) / 1e6, import_seconds(here, "tensorflow"))}
