@@ -144,6 +144,13 @@ def test_two_inputs_right_answers_pass(mlp, tmp_path):
                                     tmp_path / "t5.onnx", NAMES, PROBS, ({0: batch}, {0: batch})))
     assert feedback.ok, str(feedback)
 
+    class LogSoftmax(Reciprocal):  # exp of log_softmax, temperature broadcast from [batch, 1]
+        def forward(self, image, temperature):
+            return (self.mlp(image) / temperature).log_softmax(-1).exp()
+
+    feedback = check("01.2", export(LogSoftmax(mlp), TWO, tmp_path / "t7.onnx", NAMES, PROBS, ({0: "n"}, {0: "n"})))
+    assert feedback.ok, str(feedback)
+
 
 def test_probabilities_output_name_is_checked(mlp, tmp_path):
     feedback = check("01.2", export(Temperature(mlp), TWO, tmp_path / "t6.onnx", NAMES, LOGITS, BOTH))
