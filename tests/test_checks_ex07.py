@@ -127,11 +127,12 @@ def test_07_2_names_the_mistake(wrong, named):
 
 
 # ---------------------------------------------------------------- 07.3 stop text and token budget
-def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="text", keep_eos=True):
+def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="text", keep_eos=True, sample=False):
     """The solution with one mistake: in max_length, in the stop test, or dropping the end-of-turn token."""
     def generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
         params = og.GeneratorParams(model)
-        params.set_search_options(max_length=max_length(len(prompt_ids), max_new_tokens), do_sample=False)
+        params.set_search_options(max_length=max_length(len(prompt_ids), max_new_tokens), do_sample=sample,
+                                  **({"temperature": 1.5, "random_seed": 3} if sample else {}))
         generator = og.Generator(model, params)
         generator.append_tokens(prompt_ids)
         stream, text, new_ids = tokenizer.create_stream(), "", []
@@ -197,8 +198,9 @@ def test_07_3_accepts_right_answers(right):
     (generate_variant(max_length=lambda prompt, new: new), "max_length counts prompt plus answer"),
     (generate_variant(max_length=lambda prompt, new: prompt + new - 1), "max_length counts prompt plus answer"),
     (generate_variant(max_length=lambda prompt, new: prompt + new + 1), "at most max_new_tokens"),
+    (generate_variant(sample=True), "greedy means do_sample=False"),
 ], ids=["stop-on-last-token", "stop-endswith", "stop-searched-in-prompt", "end-of-turn-dropped",
-        "max-length-without-prompt", "off-by-one", "one-too-many"])
+        "max-length-without-prompt", "off-by-one", "one-too-many", "sampled"])
 def test_07_3_names_the_mistake(wrong, named):
     assert named in feedback("07.3", wrong)
 

@@ -55,8 +55,6 @@ def _ids(got, what) -> list[int]:
 
 def _differs(tokenizer, got, want, label, eos) -> None:
     """A Wrong naming the mistake, or where ``got`` leaves ``want`` (never ``want`` itself)."""
-    import numpy as np
-
     if got == want[:-1] and want[-1] in eos:
         raise Wrong(f"on {label}: your answer lacks its last token, the end-of-turn token: keep it, it is one of "
                     "the new tokens")
@@ -64,7 +62,7 @@ def _differs(tokenizer, got, want, label, eos) -> None:
         raise Wrong(f"on {label}: your {len(got)} tokens are the start of the greedy answer, but it goes on: you "
                     "stopped too early")
     first = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    yours = tokenizer.decode(np.array(got[first:first + 4], dtype=np.int32))
+    yours = tokenizer.decode(got[first:first + 4])
     raise Wrong(f"on {label}: your tokens leave the greedy answer at new token {first} (yours go on with "
                 f"{yours!r}): greedy means do_sample=False, and the generator must hold exactly the prompt")
 
