@@ -53,7 +53,9 @@ def variant(change):
 ], ids=["unbounded-name", "no-maximum", "no-minimum", "number-not-integer", "string-age", "age-not-required",
         "nothing-required", "extra-keys", "free-whitespace", "name-too-short", "age-too-low", "bad-type", "json-text"])
 def test_08_1_names_the_mistake(wrong, named):
-    assert named in feedback("08.1", wrong)
+    message = feedback("08.1", wrong)
+    assert named in message
+    assert json.dumps(ex08.person_schema["properties"]) not in message, "the feedback shows the worked schema"
 
 
 def test_08_1_an_answer_cut_by_max_length_is_named():
