@@ -1,19 +1,8 @@
-"""Exercises that check themselves.
+"""Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong.
 
-Each notebook ends with two or three exercises. A learner writes an answer in a new cell and asks for
-feedback::
-
-    from helpers.exercises import check
-    check("01.1", my_answer)
-
-``check`` says what is right or what is wrong (it does not just fail), and returns a :class:`Feedback`
-that is truthy when the answer is right. Worked solutions live in ``solutions/`` at the top of the
-repository (for teachers; see README), and ``tests/test_exercises.py`` runs every solution through its check,
-so no exercise is unsolvable or broken. Each ``helpers/checks/exNN.py`` ends with a plain mapping
-``CHECKS = {"NN.K": checker}``; a checker raises ``Wrong`` (from ``helpers.checks._common``, which
-imports nothing of this module) with what is not right yet.
-
-Checkers import what they need inside the function: importing this module loads no framework.
+Each ``helpers/checks/exNN.py`` ends with ``CHECKS = {"NN.K": checker}``; a checker raises ``Wrong`` (from
+``helpers.checks._common``) with what is not right yet, and imports its frameworks inside the function. Worked
+solutions are in ``solutions/``; ``tests/test_exercises.py`` runs every one through its check.
 """
 from __future__ import annotations
 

@@ -35,13 +35,14 @@ def cpu_description() -> dict:
 
 def package_versions(names: Iterable[str]) -> dict:
     """Installed versions of the given distributions (``None`` when absent)."""
-    out = {}
-    for name in names:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    installed = {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    return {name: installed.get(_canonical(name)) for name in names}
+
+
+def _canonical(name: str) -> str:  # PEP 503: onnxruntime_genai, onnxruntime-genai and ONNXRuntime.GenAI are one
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None) -> dict:
@@ -50,19 +51,14 @@ def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), t
             "os": platform.platform(), "packages": package_versions(packages)}
 
 
-def tested_versions(requirements: Path | None = None) -> dict:
+def tested_versions() -> dict:
     """``{distribution: version}`` pinned in the series' ``requirements.txt`` (the versions it was tested with)."""
     import re
 
     from helpers.paths import REPO_ROOT
 
-    path = requirements or REPO_ROOT / "requirements.txt"
-    pins = {}
-    for line in path.read_text().splitlines():
-        match = re.match(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", line.strip())
-        if match:
-            pins[match[1].lower()] = match[2]
-    return pins
+    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", (REPO_ROOT / "requirements.txt").read_text(), re.M)
+    return {_canonical(name): version for name, version in pins}
 
 
 def show_versions(*names: str) -> dict:
@@ -75,7 +71,7 @@ def show_versions(*names: str) -> dict:
 
     tested, found = tested_versions(), package_versions(names)
     for name in names:
-        want = tested.get(name.lower())
+        want = tested.get(_canonical(name))
         mark = "" if want is None or found[name] == want else "   <- differs from the tested version"
         print(f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}")
         if mark:

@@ -24,11 +24,7 @@ PRODUCERS: dict[str, str] = {
 
 
 def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 3600):
-    """Run a notebook top to bottom in a fresh kernel (cwd = its folder); raise if any cell fails.
-
-    Returns ``(executed notebook, wall seconds)``. ``"python3"`` is the kernel of the environment running
-    this code (ipykernel's own spec).
-    """
+    """``(executed notebook, wall seconds)`` of a run in a fresh kernel of this environment, cwd = its folder."""
     import nbclient
     import nbformat
 
@@ -90,11 +86,9 @@ def require_artifact(filename: str) -> Path:
 
 
 def from_notebook(notebook: str, *names: str) -> tuple:
-    """The objects ``names`` as a notebook teaches them (d2l's ``#@save``): the code cells of
-    ``notebooks/<notebook>`` whose first line is ``#@save`` run in order, in a namespace of their own, until
-    every name is defined. The notebook's cell is the only definition; a class or constant used elsewhere
-    (another notebook, a solution, a checker) comes from here, so changing it means changing one cell.
-    """
+    """``names`` as ``notebooks/<notebook>`` teaches them: its code cells whose first line is ``#@save`` (d2l's
+    habit) run in order, in a namespace of their own, until every name is defined. The cell is the only
+    definition; other notebooks, solutions and checkers get it here, so a change is made in one place."""
     import nbformat
 
     nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)

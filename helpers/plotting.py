@@ -1,4 +1,4 @@
-"""Pictures the notebooks show: digit grids, confusion matrices, bar charts.
+"""Pictures the notebooks show: digit grids and bar charts.
 
 matplotlib is imported inside each function so that importing ``helpers`` stays cheap.
 """
@@ -38,32 +38,6 @@ def show_digits(images: np.ndarray, labels: Sequence | None = None, predictions:
             ax.set_title(str(int(labels[i])))
     if title:
         fig.suptitle(title)
-    plt.show()
-    return fig
-
-
-def confusion_matrix(labels: np.ndarray, predictions: np.ndarray, num_classes: int = 10) -> np.ndarray:
-    """Counts ``[true, predicted]``; plain numpy so the inference notebook needs nothing else."""
-    labels = np.asarray(labels, dtype=np.int64)
-    predictions = np.asarray(predictions, dtype=np.int64)
-    if labels.shape != predictions.shape:
-        raise ValueError(f"labels {labels.shape} and predictions {predictions.shape} differ in shape")
-    return np.bincount(labels * num_classes + predictions, minlength=num_classes ** 2).reshape(num_classes, num_classes)
-
-
-def plot_confusion_matrix(matrix: np.ndarray, title: str = "Confusion matrix"):
-    """Heat map of a confusion matrix with the counts written in each cell."""
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.2, 4.6))
-    shown = np.log1p(matrix)  # log scale so the off-diagonal mistakes are visible
-    ax.imshow(shown, cmap="Blues")
-    n = matrix.shape[0]
-    for i in range(n):
-        for j in range(n):
-            ax.text(j, i, str(matrix[i, j]), ha="center", va="center", fontsize=7,
-                    color="white" if shown[i, j] > shown.max() * 0.6 else "black")
-    ax.set(xticks=range(n), yticks=range(n), xlabel="predicted", ylabel="true", title=title)
     plt.show()
     return fig
 

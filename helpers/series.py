@@ -7,11 +7,9 @@ Commands (``--root`` defaults to the repository; tests point it at a copy)::
     python -m helpers.series budget   # words and code lines of each core path, and the total a class reads
     python -m helpers.series html [--out build/html] [--no-execute | --record-times]   # HTML copies + index
 
-Each table row comes from its notebook: the title cell ``# NN · Title``; the first paragraph after it (or
-``metadata.series.teaches``); the reading time, estimated from the text (see ``reading_minutes``); the run
-time, ``metadata.series.run_time_s``, stored by ``html --record-times`` (wall time of a headless run in a
-fresh kernel, kernel start-up included, notebooks run in series order). Navigation cells are markdown cells
-tagged ``nav`` after the title cell and at the end; ``sync`` rewrites them all, so it is idempotent.
+A table row comes from its notebook: title cell ``# NN · Title``, the paragraph after it, reading time from the
+text, run time ``metadata.series.run_time_s`` (stored by ``html --record-times``). Nav cells (tagged ``nav``)
+follow the title cell and end the notebook; ``sync`` rewrites them all, so it is idempotent.
 """
 from __future__ import annotations
 
