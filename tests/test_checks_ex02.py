@@ -13,14 +13,20 @@ from onnx import helper
 from helpers.exercises import check
 from helpers.mnist import load_mnist
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-keras = pytest.importorskip("keras")
-tf = pytest.importorskip("tensorflow")
-tf2onnx = pytest.importorskip("tf2onnx")
+keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture below
 
-NCHW = tf.TensorSpec((None, 1, 28, 28), tf.float32, name="image")
-NHWC = tf.TensorSpec((None, 28, 28, 1), tf.float32, name="image")
-TEMPERATURE = tf.TensorSpec((), tf.float32, name="temperature")
+
+@pytest.fixture(scope="module", autouse=True)
+def tensorflow():
+    """TensorFlow is imported when these tests run, never when pytest collects them: loaded before PyTorch's
+    exporter it crashes the process (a segfault as torch imports triton), so conftest.py runs them last."""
+    global keras, tf, tf2onnx, NCHW, NHWC, TEMPERATURE
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    keras, tf = pytest.importorskip("keras"), pytest.importorskip("tensorflow")
+    tf2onnx = pytest.importorskip("tf2onnx")
+    NCHW = tf.TensorSpec((None, 1, 28, 28), tf.float32, name="image")
+    NHWC = tf.TensorSpec((None, 28, 28, 1), tf.float32, name="image")
+    TEMPERATURE = tf.TensorSpec((), tf.float32, name="temperature")
 
 
 def export(function, signature, path):
