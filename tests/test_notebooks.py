@@ -56,3 +56,26 @@ def test_at_most_40_cells_besides_navigation(path):
     nb = nbformat.read(path, as_version=4)
     cells = [c for c in nb.cells if "nav" not in c.get("metadata", {}).get("tags", [])]
     assert len(cells) <= 40, f"{path.name} has {len(cells)} cells (navigation excluded); the limit is 40"
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
+def test_lessons_use_the_libraries_idioms(path):
+    """Learners copy what they see: `onnx.save`, not the project's `atomic_path`; no `NBVAL_` markers (they do
+    nothing under --nbval-lax); another notebook's file is required in Setup, or at the top of the Going deeper
+    subsection that needs it; *Going deeper* opens with its own list of what it adds."""
+    nb = nbformat.read(path, as_version=4)
+    heading = None
+    for i, cell in enumerate(nb.cells):
+        assert "NBVAL_" not in cell.source, f"{path.name} cell {i}: an NBVAL_ marker"
+        if cell.cell_type == "markdown":
+            headings = re.findall(r"^#{2,3} .*$", cell.source, re.M)
+            heading = (headings[-1], i) if headings else heading
+            if "## Going deeper" in cell.source:
+                opening = cell.source.split("## Going deeper", 1)[1].lstrip().split("\n\n")[0]
+                assert "What this part adds" in opening or re.match(r"[-*] ", opening), \
+                    f"{path.name}: Going deeper opens without its list of what it adds"
+        elif "atomic_path" in cell.source:
+            pytest.fail(f"{path.name} cell {i}: atomic_path in a lesson (use the library's own save)")
+        elif "require_artifact(" in cell.source:
+            where_ok = heading and (heading[0] == "## Setup" or heading[0].startswith("### ")) and heading[1] == i - 1
+            assert where_ok, f"{path.name} cell {i}: require_artifact outside Setup or a Going deeper subsection's top"
