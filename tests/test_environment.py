@@ -91,7 +91,8 @@ def imported_modules() -> dict[str, set[str]]:
 
     sources = {p: p.read_text() for folder in ("helpers", "solutions", "tests") for p in (REPO_ROOT / folder).rglob("*.py")}
     for path in (REPO_ROOT / "notebooks").glob("*.ipynb"):
-        cells = [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+        cells = [c.source for c in nbformat.read(path, as_version=4).cells  # a %%writefile cell is not Python
+                 if c.cell_type == "code" and not c.source.startswith("%%")]
         sources[path] = "\n".join(l for cell in cells for l in cell.splitlines() if not l.lstrip().startswith(("%", "!")))
     own = {"helpers", "solutions", "tests", "conftest"} | {p.stem for p in (REPO_ROOT / "tests").glob("*.py")}
     found: dict[str, set[str]] = {}

@@ -174,6 +174,15 @@ def screenshot(driver, name: str) -> Path:
     return path
 
 
+def kernel_idle(lab) -> bool:
+    """The server's word that the notebook's kernel (of the expected kernel spec) is started and idle: the
+    toolbar's indicator says idle before a kernel is attached, and the status bar's "<kernel> | Idle" item is
+    not shown by every JupyterLab/Chromium pairing."""
+    sessions = json.loads(http(f"{lab['base']}/api/sessions?token={lab['token']}")[1])
+    return any(s["path"].endswith(NOTEBOOK) and s["kernel"]["name"] == lab["kernel"]
+               and s["kernel"]["execution_state"] == "idle" for s in sessions)
+
+
 def page_state(driver) -> dict:
     """What the notebook panel shows: prompts, kernel status, outputs (read with one script call)."""
     return driver.execute_script(r"""
@@ -186,6 +195,7 @@ def page_state(driver) -> dict:
           prompts: cells.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || ''),
           status: indicator ? indicator.getAttribute('data-status') : null,
           // the status bar's "<kernel> | Idle": the toolbar's indicator says idle before a kernel is attached
+          toolbar_kernel: ((panel.querySelector('.jp-Toolbar-kernelName') || {}).textContent || '').trim(),
           kernel: ([...document.querySelectorAll('.jp-StatusBar-Item')].map(e => e.textContent.trim())
                      .find(t => / \| [A-Z][a-z]+$/.test(t)) || ''),
           stderr: outputs.filter(o => o.getAttribute('data-mime-type') === 'application/vnd.jupyter.stderr')
@@ -204,8 +214,8 @@ def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser
     display_name = lab["display_name"]
     n_code = sum(c.cell_type == "code" for c in nbformat.read(lab["root"] / NOTEBOOK, as_version=4).cells)
     wait_for(browser, f"the notebook to open with its {n_code} code cells and an idle kernel",
-             lambda d: (s := page_state(d)) and s["kernel"] == f"{display_name} | Idle" and s["status"] == "idle"
-             and len(s["prompts"]) == n_code, 90)
+             lambda d: (s := page_state(d)) and s["toolbar_kernel"] == display_name and s["status"] == "idle"
+             and len(s["prompts"]) == n_code and kernel_idle(lab), 90)
     opened_s = time.monotonic() - t0
 
     # Run -> Run All Cells, clicked like a person would
@@ -225,7 +235,7 @@ def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser
         if s and any("Traceback" in e for e in s["stderr"]):
             return s  # stop waiting: Run All stops at an error (asserted below)
         ran = s and all(p.strip() not in ("", "[ ]:", "[*]:") for p in s["prompts"])
-        return s if ran and s["status"] == "idle" and s["kernel"].endswith("| Idle") else None
+        return s if ran and s["status"] == "idle" and kernel_idle(lab) else None
 
     state = wait_for(browser, "Run All Cells to finish", finished, RUN_ALL_TIMEOUT_S)
     run_s = time.monotonic() - t_run
