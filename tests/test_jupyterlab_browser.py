@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -30,9 +29,6 @@ NOTEBOOK = "00_inspect_onnx_file.ipynb"
 EXPECTED_OUTPUT = "ONNX Runtime and the reference evaluator agree with the opset-20 logits"
 SERVER_START_TIMEOUT_S = 90
 RUN_ALL_TIMEOUT_S = 240  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--window-size=1400,1000"]
 # JupyterLab user settings for the test server: every cell in the DOM (no virtual scrolling), no news/update
 # requests (the server has no internet, and a toast would cover the screenshot).
 LAB_SETTINGS = {
@@ -40,12 +36,6 @@ LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
                                                                         "checkForUpdates": False},
 }
-
-
-def find_browser() -> tuple[str, str] | None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver = shutil.which("chromedriver")
-    return (chromium, driver) if chromium and driver else None
 
 
 def free_loopback_port() -> int:
@@ -131,20 +121,8 @@ def server_log(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def browser(tmp_path):
-    found = find_browser()
-    if not found:
-        pytest.skip("no Chromium + chromedriver on PATH (Debian: apt-get install -y chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = found[0]
-    for flag in CHROMIUM_FLAGS + [f"--user-data-dir={tmp_path / 'chromium-profile'}"]:
-        options.add_argument(flag)
-    service = Service(executable_path=found[1], log_output=str(tmp_path / "chromedriver.log"))
-    driver = webdriver.Chrome(options=options, service=service)
-    driver.set_page_load_timeout(60)
+def browser(tmp_path, chromium):
+    driver = chromium(tmp_path / "chromium-profile", window="1400,1000", log=tmp_path / "chromedriver.log")
     try:
         yield driver
     finally:

@@ -15,7 +15,6 @@ Chromium + chromedriver come from Debian (``make browser``); without them the te
 from __future__ import annotations
 
 import base64
-import shutil
 import time
 
 import numpy as np
@@ -30,9 +29,6 @@ from helpers.notebooks import require_artifact
 from helpers.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--window-size=900,640"]
 SCREENSHOT = "draw_page.png"
 
 
@@ -44,21 +40,8 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    driver_path = shutil.which("chromedriver")
-    if not (chromium and driver_path):
-        pytest.skip("no Chromium + chromedriver on PATH (make browser; Debian: apt-get install chromium chromium-driver)")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS + [f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"]:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
+def browser(tmp_path_factory, chromium):
+    driver = chromium(tmp_path_factory.mktemp("chromium-profile"), window="900,640")
     try:
         yield driver
     finally:
