@@ -115,9 +115,12 @@ def budget(root: Path = REPO_ROOT) -> str:
         for key in total:
             total[key] += 0 if optional else c[key]
     minutes = total["core_words"] / WORDS_PER_MIN + total["core_lines"] / CODE_LINES_PER_MIN
+    run_s = sum(e.run_time_s or 0 for e in read_series(root / "notebooks") if not is_optional(e))
     return "\n".join(["nb   words  lines  >100  reading (core path)", *rows,
                       f"all  {total['core_words']:6d} {total['core_lines']:6d} {total['core_long_lines']:5d}"
-                      f"  {minutes:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines a minute"])
+                      f"  {minutes:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines a minute",
+                      f"recorded run times of the core notebooks: {run_s / 60:.1f} min (on the machine that last "
+                      "recorded them)"])
 
 
 def read_entry(path: Path) -> Entry:
