@@ -66,7 +66,7 @@ def test_a_crash_at_any_step_leaves_a_complete_folder_and_the_next_call_tidies_u
     dest.mkdir()
     write_version(dest, "old")
     child = run_child(CRASHING_BUILD, dest, crash_at)
-    out, err = child.communicate(timeout=60)
+    out, err = child.communicate(timeout=300)
     assert child.returncode == 17, out + err  # it really died mid-way
     if dest.exists():  # right after the crash: the old or the new version, complete, or nothing yet
         assert version_of(dest) in {"old", "new"}
@@ -142,7 +142,7 @@ def test_two_processes_building_the_same_folder_both_succeed(tmp_path, mode):
     dest, log = tmp_path / "build" / "model", tmp_path / "log.txt"
     start = time.time() + 2.0
     children = [run_child(CONCURRENT, dest, log, mode, start) for _ in range(2)]
-    results = [child.communicate(timeout=60) for child in children]
+    results = [child.communicate(timeout=300) for child in children]
     for child, (out, err) in zip(children, results):
         assert child.returncode == 0, err
         assert out.strip() == str(dest)
