@@ -17,15 +17,25 @@ def _fresh_images(n: int, seed: int):  # test digits picked at random, not the f
     return images[np.random.default_rng(seed).choice(len(images), n, replace=False)]
 
 
-def _opened(answer, inputs: list, outputs: list):  # a session for the file: tensors named, batch dynamic
+def _opened(answer, inputs: dict, outputs: dict):
+    """A session for the file: tensors named, float32, shaped [batch, ...] (``inputs``/``outputs``: name -> the
+    shape after the batch), the batch of every input dynamic."""
     session = _session(as_model_path(answer))
     found_in, found_out = [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
-    if found_in != inputs:
-        raise Wrong(f"expected the inputs {inputs}, found {found_in}: input_names takes one name per argument "
+    if found_in != list(inputs):
+        raise Wrong(f"expected the inputs {list(inputs)}, found {found_in}: input_names takes one name per argument "
                     "of forward, in order" + (" (no input at all: the dynamo=False fallback records the loop and "
                                               "the `if` for the dummy only)" if not found_in else ""))
-    if found_out != outputs:
-        raise Wrong(f"expected the outputs {outputs}, found {found_out}: set output_names={outputs}")
+    if found_out != list(outputs):
+        raise Wrong(f"expected the outputs {list(outputs)}, found {found_out}: set output_names={list(outputs)}")
+    for kind, specs, wanted in (("input", session.get_inputs(), inputs), ("output", session.get_outputs(), outputs)):
+        for spec in specs:
+            if spec.type != "tensor(float)":
+                raise Wrong(f"expected the {kind} {spec.name!r} float32 (tensor(float)), found {spec.type}: "
+                            + ("the dummy's dtype is the input's" if kind == "input" else "return float32 values"))
+            if len(spec.shape) != 1 + len(wanted[spec.name]) or list(spec.shape[1:]) != wanted[spec.name]:
+                raise Wrong(f"expected the {kind} {spec.name} [batch, {', '.join(map(str, wanted[spec.name]))}], "
+                            f"found {spec.shape}")
     fixed = {i.name: i.shape[0] for i in session.get_inputs() if not isinstance(i.shape[0], str)}
     if fixed:
         raise Wrong(f"the batch dimension is fixed ({fixed}): dynamic_shapes needs an entry {{0: 'batch'}} "
@@ -46,10 +56,7 @@ def _first_row(got, want) -> int:
 
 
 def check_flat_input(answer):
-    session = _opened(answer, ["pixels"], ["logits"])
-    if session.get_inputs()[0].shape[1:] != [784]:
-        raise Wrong(f"expected the input pixels [batch, 784], one flat row per image; found "
-                    f"{session.get_inputs()[0].shape}")
+    session = _opened(answer, {"pixels": [784]}, {"logits": [10]})
     images = _fresh_images(37, seed=11)
     for n in (3, 37):  # batch sizes and digits the learner never tried
         rows, want = images[:n].reshape(n, 784) * 255, _reference_logits(images[:n])
@@ -63,15 +70,16 @@ def check_flat_input(answer):
         if np.allclose(got, _reference_logits(images[:n].transpose(0, 1, 3, 2).copy()), rtol=1e-4, atol=1e-4):
             raise Wrong("the file reads each row's 784 values column by column; a row holds the image row after "
                         "row: reshape to [batch, 1, 28, 28], no transpose")
+        if np.allclose(got, softmax(want), atol=1e-5):
+            raise Wrong("the file returns probabilities (each row the softmax of the MLP's logits); the output "
+                        "'logits' is the trained MLP's logits as they are")
         raise Wrong(f"on a batch of {n} fresh rows, the logits differ from the trained MLP's, first in row "
                     f"{_first_row(got, want)}")
     return ["input pixels [batch, 784] in 0..255, output logits: the trained MLP's logits on fresh rows"]
 
 
 def check_two_inputs(answer):
-    session = _opened(answer, ["image", "temperature"], ["probabilities"])
-    if session.get_inputs()[1].shape[1:] != [1]:
-        raise Wrong(f"expected temperature float32 [batch, 1], found {session.get_inputs()[1].shape}")
+    session = _opened(answer, {"image": [1, 28, 28], "temperature": [1]}, {"probabilities": [10]})
     images = _fresh_images(6, seed=12)
     temperature = np.random.default_rng(12).uniform(0.2, 5, (6, 1)).astype(np.float32)
     got, logits = _run(session, {"image": images, "temperature": temperature}), _reference_logits(images)
@@ -83,7 +91,9 @@ def check_two_inputs(answer):
     if np.allclose(got, softmax(logits / temperature), atol=1e-5):
         return ["two inputs, each with a dynamic batch; probabilities = softmax(logits / temperature)"]
     for wrong, why in ((logits * temperature, "multiplies the logits by the temperature; divide them"),
-                       (logits, "ignores the temperature: divide the logits by it before softmax")):
+                       (logits, "ignores the temperature: divide the logits by it before softmax"),
+                       (logits / temperature[:1], "divides every image's logits by the first image's temperature: "
+                                                  "each image has its own")):
         if np.allclose(got, softmax(wrong), atol=1e-5):
             raise Wrong(f"the file {why} (a higher temperature should flatten the probabilities)")
     raise Wrong(f"the probabilities differ from softmax(logits / temperature) of the trained MLP, first in row "
@@ -94,7 +104,7 @@ THRESHOLD = 0.9
 
 
 def check_abstain(answer):
-    session = _opened(answer, ["image"], ["logits"])
+    session = _opened(answer, {"image": [1, 28, 28]}, {"logits": [10]})
     images, _ = test_images(10_000)
     _run(session, {"image": images[:2]}, " (a loop over the batch unrolled for the dummy's batch size, as the "
          "dynamo=False fallback does, fails: write it with tensor operations and export with dynamo=True)")
@@ -104,6 +114,9 @@ def check_abstain(answer):
     top = softmax(logits).max(axis=1)
     clear = np.abs(top - THRESHOLD) > 1e-5  # rows too close to the threshold may round either way
     unsure, zero_rows = top < THRESHOLD, (got == 0).all(axis=1)
+    if (~zero_rows).any() and np.allclose(got[~zero_rows], softmax(logits[~zero_rows]), atol=1e-5):
+        raise Wrong("in the rows it does not zero, the file returns probabilities (the softmax of the logits): "
+                    "keep the MLP's logits there, and use the softmax only for the decision")
     if not np.allclose(got[~zero_rows], logits[~zero_rows], rtol=1e-4, atol=1e-4):
         raise Wrong("in the rows it does not zero, the file's logits differ from artifacts/mnist_mlp_pytorch.onnx: "
                     "wrap the trained `model` of the notebook (if you trained it again, run sections 3 and 4 again)")
@@ -116,8 +129,10 @@ def check_abstain(answer):
                     "in the graph")
     if (zero_rows == ~unsure)[clear].all():
         raise Wrong("the file zeroes the confident rows and keeps the unsure ones: the condition is reversed")
-    raise Wrong(f"{int((zero_rows != unsure)[clear].sum())} of 10000 rows are zeroed (or kept) wrongly: zero a row "
-                f"exactly when its top softmax probability is below {THRESHOLD}")
+    kept, zeroed = int((unsure & ~zero_rows)[clear].sum()), int((~unsure & zero_rows)[clear].sum())
+    raise Wrong(f"of the 10000 test images, {kept} with a top softmax probability below {THRESHOLD} keep their "
+                f"logits and {zeroed} at or above it are zeroed: zero a row exactly when its top softmax "
+                f"probability is below {THRESHOLD}")
 
 
 # exercise id -> checker (helpers.exercises.check looks answers up here)
