@@ -1,9 +1,15 @@
 """Checks for the exercises of notebook 02 (Keras export with tf2onnx).
 
-The answer is ``(keras_model, path)``. The file runs in ONNX Runtime on test digits and batch sizes the learner
-never used, against the learner's Keras model called on the same images: the reference is computed another way.
+02.1's answer is the learner's function ``train_cnn(x_train, y_train, path)``: the check gives it training digits
+of its own choosing, relabelled by a fixed permutation of the ten classes, so a CNN trained on anything else (the
+notebook's arrays, the test digits) shows in its predictions. 02.2 and 02.3's answer is ``(keras_model, path)``.
+Each file runs in ONNX Runtime on test digits and batch sizes the learner never used, against the learner's Keras
+model called on the same images: the reference is computed another way.
 """
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 import numpy as np
 
@@ -11,6 +17,9 @@ from helpers.checks._common import Wrong, as_model_path, load_model, session as 
 from helpers.predict import softmax
 
 TOLERANCE = dict(rtol=1e-3, atol=1e-3)  # float32 sums in another order; a wrong export differs far more
+ACCURACY = 0.9  # 02.1's text: "at least 90 %"; for 02.2 and 02.3, the floor of a trained model
+TRAINING_DIGITS = 60_000  # 02.1: all the training digits, in another order and relabelled
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081  # notebook 01's #@save constants (02.3: normalised twice)
 
 
 def _answer(answer):
@@ -40,13 +49,23 @@ def _interface(session, inputs: dict, outputs: list):
     if sorted(names) != sorted(outputs):
         raise Wrong(f"expected the output(s) {outputs}, got {names}: return a dict from your tf.function, "
                     "its keys name the outputs")
+    for spec in session.get_outputs():
+        if spec.type != "tensor(float)":
+            raise Wrong(f"expected the output {spec.name!r} float32 (tensor(float)), got {spec.type}")
+
+
+def _test_digits(n: int, seed: int):
+    """``n`` test digits picked at random (uint8 [n, 28, 28]) and their labels."""
+    from helpers.mnist import load_mnist
+
+    data = load_mnist()
+    picked = np.random.default_rng(seed).permutation(len(data.x_test))[:n]
+    return data.x_test[picked], data.y_test[picked].astype(np.int64)
 
 
 def _batches(layout: str):
     """Test digits the learner did not pick, in batches of sizes 1, 7 and 93, in ``layout``."""
-    from helpers.mnist import load_mnist
-
-    digits = load_mnist().x_test[np.random.default_rng(2024).permutation(10_000)[:101]]
+    digits, _ = _test_digits(101, seed=2024)
     pixels = {"uint8": digits, "nhwc": digits[..., None] / 255, "nchw": digits[:, None] / 255}[layout]
     return [pixels[a:b].astype(np.uint8 if layout == "uint8" else np.float32) for a, b in ((0, 1), (1, 8), (8, 101))]
 
@@ -67,35 +86,114 @@ def _run(session, feed: dict) -> dict:
                     f"{str(err).splitlines()[0][:200]}") from err
 
 
-def _same(got, want, what: str, hint: str = "export the model you pass, with nothing changed in between"):
+def _close(got, want) -> bool:
+    return got.shape == want.shape and np.allclose(got, want, **TOLERANCE)
+
+
+def _same(got, want, what: str, reference: str = "your Keras model on the same images"):
+    """``got`` must be ``want``; otherwise say where they differ (and the shapes), not why."""
     if got.shape != want.shape:
         raise Wrong(f"on {what}: expected shape {list(want.shape)}, got {list(got.shape)}")
     if not np.allclose(got, want, **TOLERANCE):
         image, column = np.argwhere(~np.isclose(got, want, **TOLERANCE))[0]
-        raise Wrong(f"on {what} the file differs from your Keras model (first at image {image}, column "
-                    f"{column}, by more than {TOLERANCE['atol']}): {hint}")
+        raise Wrong(f"on {what} the file differs from {reference} (first at image {image}, column {column}, by more "
+                    f"than {TOLERANCE['atol']})")
+
+
+def _not_probabilities(logits, what: str):
+    if np.allclose(logits.sum(axis=1), 1, atol=1e-4) and (logits >= 0).all():
+        raise Wrong(f"on {what} the file's 'logits' are probabilities (each row is in 0..1 and sums to 1): the "
+                    "output is the raw scores, with no softmax")
+
+
+def _trained(logits, labels, whose: str):
+    accuracy = (logits.argmax(1) == labels).mean()
+    if accuracy < ACCURACY:
+        raise Wrong(f"{whose} classifies {accuracy:.1%} of {len(labels)} test digits right, below "
+                    f"{ACCURACY:.0%}: export the trained `model` of section 1 (untrained, a model gets about 10 %)")
+    return accuracy
+
+
+# ------------------------------------------------------------------------------------------------ 02.1
+def relabelling() -> np.ndarray:
+    """A permutation of the ten classes moving every one (digit d is given the label relabelling()[d])."""
+    rng = np.random.default_rng(2031)
+    while True:
+        order = rng.permutation(10)
+        if (order != np.arange(10)).all():
+            return order
+
+
+def training_data():
+    """What 02.1's check gives ``train_cnn``: random training digits float32 [N, 1, 28, 28] in 0..1, relabelled."""
+    from helpers.mnist import load_mnist
+
+    data = load_mnist()
+    picked = np.random.default_rng(2030).choice(len(data.x_train), TRAINING_DIGITS, replace=False)
+    return ((data.x_train[picked] / 255).astype(np.float32)[:, None],
+            relabelling()[data.y_train[picked]].astype(data.y_train.dtype))
+
+
+def gate(accuracy: float) -> bool:
+    """02.1's bound: "at least 90 %"."""
+    return accuracy >= ACCURACY
 
 
 def check_channels_last_cnn(answer):
-    from helpers.mnist import load_mnist
-
-    model, path, session = _answer(answer)
-    _interface(session, {"image": ("tensor(float)", [28, 28, 1])}, ["logits"])
-    if "Conv" not in {node.op_type for node in load_model(path).graph.node}:
-        raise Wrong("the graph has no Conv operator: the exercise asks for a CNN (a Conv2D layer)")
-    for batch in _batches("nhwc"):
-        _same(_run(session, {"image": batch})["logits"], _keras(model, batch), f"a batch of {len(batch)}")
-    data = load_mnist()
-    logits = _run(session, {"image": (data.x_test[..., None] / 255).astype(np.float32)})["logits"]
-    accuracy = (logits.argmax(1) == data.y_test).mean()
-    if accuracy < 0.9:
-        raise Wrong(f"the file's test accuracy is {accuracy:.1%}, below 90 %: train the CNN (one epoch on "
-                    "x_train.transpose(0, 2, 3, 1)) before exporting it")
-    return [f"input 'image' [batch, 28, 28, 1], output 'logits'; test accuracy {accuracy:.1%}",
+    if not callable(answer) or hasattr(answer, "layers"):
+        raise Wrong(f"expected your function train_cnn(x_train, y_train, path), which trains the CNN on the digits "
+                    f"it is given and exports it to path, got {type(answer).__name__}")
+    x_train, y_train = training_data()
+    with tempfile.TemporaryDirectory(prefix="check_02_1_") as folder:
+        path = Path(folder) / f"cnn_{np.random.default_rng().integers(10**6)}.onnx"  # a name it cannot guess
+        try:
+            cnn = answer(x_train, y_train, path)
+        except Exception as err:  # whatever the learner's function raises
+            raise Wrong(f"train_cnn(x_train, y_train, path) raised {type(err).__name__}: {str(err)[:300]} "
+                        f"(x_train float32 {list(x_train.shape)} in 0..1, y_train {y_train.dtype} "
+                        f"{list(y_train.shape)}, path a pathlib.Path)") from None
+        if not Path(path).is_file():
+            raise Wrong(f"train_cnn wrote no file at the path it was given ({path.name}): export to `path`")
+        if not callable(cnn):
+            raise Wrong(f"expected train_cnn to return the trained Keras model, got {type(cnn).__name__}")
+        session = _session(path)
+        _interface(session, {"image": ("tensor(float)", [28, 28, 1])}, ["logits"])
+        if "Conv" not in {node.op_type for node in load_model(path).graph.node}:
+            raise Wrong("the graph has no Conv operator: the exercise asks for a CNN (a Conv2D layer)")
+        for batch in _batches("nhwc"):
+            what = f"a batch of {len(batch)}"
+            got = _run(session, {"image": batch})["logits"]
+            _not_probabilities(got, what)
+            _same(got, _keras(cnn, batch), what, "the Keras model your function returned, on the same images")
+        digits, labels = _test_digits(2000, seed=2032)
+        logits = _run(session, {"image": (digits[..., None] / 255).astype(np.float32)})["logits"]
+    relabelled, probabilities = relabelling()[labels], softmax(logits)
+    given, usual = (logits.argmax(1) == relabelled).mean(), (logits.argmax(1) == labels).mean()
+    if usual >= 0.25:
+        raise Wrong(f"on 2000 test digits the check held out, {usual:.0%} of the CNN's predictions are the digits' "
+                    f"usual labels and {given:.0%} the labels your function was given (the check relabels the "
+                    "classes): train on the x_train and y_train passed to it, and on nothing else")
+    if not gate(given):
+        raise Wrong(f"the CNN classifies {given:.1%} of 2000 held-out test digits right (by the labels it was "
+                    f"given), below {ACCURACY:.0%}: train it on x_train, y_train, in the layout the CNN takes")
+    rows = np.arange(len(labels))
+    usual_probability = probabilities[rows, labels].mean()
+    others = probabilities.copy()
+    others[rows, labels] = others[rows, relabelled] = np.nan
+    other_probability = np.nanmean(others)  # what each of the 8 other wrong labels gets, on average
+    if usual_probability > 0.05 and usual_probability > 4 * other_probability:
+        raise Wrong(f"on 2000 test digits the check held out, the CNN gives the digits' usual labels "
+                    f"{usual_probability:.0%} probability on average, the other wrong labels "
+                    f"{other_probability:.1%} each: the digits your function was given carry other labels (the "
+                    "check relabels the classes), so it also learned from digits it was not given: train on "
+                    "x_train and y_train only (no test digits)")
+    return [f"input 'image' [batch, 28, 28, 1], output 'logits'; {given:.1%} right on digits it never saw",
+            "trained on the digits it was given, and only on them (their labels were relabelled by the check)",
             "batches of 1, 7 and 93 unseen digits give your Keras model's logits",
             "tf2onnx wraps the Conv in Transposes: ONNX's Conv is channels-first, Keras's usually channels-last"]
 
 
+# ------------------------------------------------------------------------------------------------ 02.2
 def check_temperature(answer):
     model, _, session = _answer(answer)
     _interface(session, {"image": ("tensor(float)", [1, 28, 28]), "temperature": ("tensor(float)", [])},
@@ -103,8 +201,14 @@ def check_temperature(answer):
     for t, batch in zip((0.25, 2.0, 7.0), _batches("nchw")):  # temperatures the exercise did not name
         got = _run(session, {"image": batch, "temperature": np.array(t, np.float32)})
         what = f"a batch of {len(batch)} at temperature {t}"
-        _same(got["logits"], _keras(model, batch), what)
-        probabilities, logits = got["probabilities"], got["logits"]
+        probabilities, logits, want = got["probabilities"], got["logits"], _keras(model, batch)
+        if _close(logits, softmax(want)):
+            raise Wrong(f"on {what} the file's 'logits' are probabilities (the softmax of your model's output): "
+                        "'logits' is your model's output as it is")
+        if _close(logits, want / t):
+            raise Wrong(f"on {what} the file's 'logits' are your model's output divided by the temperature: "
+                        "'logits' is your model's output as it is")
+        _same(logits, want, what)
         if np.allclose(probabilities, softmax(logits / t), atol=1e-5):
             continue
         for wrong, mistake in ((logits * t, "softmax(logits * temperature): divide by the temperature instead"),
@@ -115,10 +219,27 @@ def check_temperature(answer):
         if not np.allclose(probabilities.sum(axis=1), 1, atol=1e-4):
             raise Wrong(f"on {what} the probabilities of an image do not sum to 1: take the softmax over the "
                         "10 classes (the last axis)")
-        _same(probabilities, softmax(logits / t), what, "'probabilities' is not softmax(logits / temperature)")
+        _same(probabilities, softmax(logits / t), what, "softmax(logits / temperature)")
+    digits, labels = _test_digits(2000, seed=2033)
+    feed = {"image": (digits[:, None] / 255).astype(np.float32), "temperature": np.array(1.0, np.float32)}
+    accuracy = _trained(_run(session, feed)["logits"], labels, "your model (and the file)")
     return ["two inputs ('image', a scalar 'temperature') and two named outputs: one signature, one dict",
             "'probabilities' equals softmax(logits / temperature) at temperatures you did not try",
+            f"a trained model: {accuracy:.1%} of 2000 test digits right",
             "dividing by a positive number keeps the order of the logits: the predicted digit never changes"]
+
+
+# ------------------------------------------------------------------------------------------------ 02.3
+SLIPS = (  # what a file may feed the model instead of digits / 255 with a channel axis, described as seen
+    ("the pixels 0..255 as they are, not divided by 255", lambda d: d.astype(np.float32)[:, None]),
+    ("the pixels divided by 256, not by 255", lambda d: (d / 256).astype(np.float32)[:, None]),
+    ("the digits transposed (rows and columns swapped)", lambda d: (d.transpose(0, 2, 1) / 255).astype(np.float32)
+     [:, None]),
+    ("the digits inverted (255 - pixel: dark digits on white)", lambda d: ((255 - d) / 255).astype(np.float32)
+     [:, None]),
+    ("the pixels already normalised with the training mean and std ((x / 255 - mean) / std), which your model "
+     "then normalises again", lambda d: ((d / 255 - MNIST_MEAN) / MNIST_STD).astype(np.float32)[:, None]),
+)
 
 
 def check_uint8_input(answer):
@@ -126,13 +247,24 @@ def check_uint8_input(answer):
     _interface(session, {None: ("tensor(uint8)", [28, 28])}, ["logits"])
     name = session.get_inputs()[0].name
     for batch in _batches("uint8"):
-        pixels = batch[:, None].astype(np.float32)
+        what = f"a batch of {len(batch)} raw uint8 digits"
         got = _run(session, {name: batch})["logits"]
-        if got.shape == (len(batch), 10) and np.allclose(got, _keras(model, pixels), **TOLERANCE):
-            raise Wrong("the file feeds the pixels 0..255 to the model: divide by 255 inside the function")
-        _same(got, _keras(model, pixels / 255), f"a batch of {len(batch)} raw uint8 digits")
+        want = _keras(model, (batch / 255).astype(np.float32)[:, None])
+        if _close(got, want):
+            continue
+        if _close(got, softmax(want)):
+            raise Wrong(f"on {what} the file's 'logits' are probabilities (the softmax of your model's output): "
+                        "'logits' is your model's output as it is")
+        for seen, feed in SLIPS:
+            if _close(got, _keras(model, feed(batch))):
+                raise Wrong(f"on {what} the file gives your model's logits for {seen}; the model takes each "
+                            "digit / 255 with a channel axis, [batch, 1, 28, 28]")
+        _same(got, want, what, "your Keras model given the same digits / 255 with a channel axis")
+    digits, labels = _test_digits(2000, seed=2034)
+    accuracy = _trained(_run(session, {name: digits})["logits"], labels, "your model (and the file)")
     ops = sorted({node.op_type for node in load_model(path).graph.node})
     return [f"input {name!r} uint8 [batch, 28, 28]: your model's logits on unseen raw digits",
+            f"a trained model: {accuracy:.1%} of 2000 test digits right",
             f"the Cast and the division are now part of the graph (operators {ops})",
             "callers no longer scale pixels, but the file no longer follows the series' contract: a trade-off"]
 
