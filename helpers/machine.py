@@ -57,7 +57,8 @@ def tested_versions() -> dict:
 
     from helpers.paths import REPO_ROOT
 
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s#]+)", (REPO_ROOT / "requirements.txt").read_text(), re.M)
+    text = (REPO_ROOT / "requirements.txt").read_text()
+    pins = re.findall(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#]+)", text, re.M)  # extras such as [data]
     return {_canonical(name): version for name, version in pins}
 
 

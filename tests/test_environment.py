@@ -8,7 +8,8 @@ import yaml
 
 from helpers.paths import REPO_ROOT
 
-PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-\[\]]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?P<extras>\[[A-Za-z0-9_.,\-]+\])?"  # ray[data,serve]
+                 r"==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
 
 
 def requirement_lines():
