@@ -221,8 +221,14 @@ def _interpret(answer, model, x):  # the learner's output with runtimes forbidde
     except _RuntimeCalled as used:
         raise Wrong(f"your interpreter calls {used}: the exercise asks for numpy only") from None
     except KeyError as err:
-        raise Wrong(f"your interpreter looks up {err} but never stored it (this model's input is "
-                    f"{model.graph.input[0].name!r}): take every name from the model, not a fixed one") from None
+        graph = model.graph
+        names = {v.name for v in [*graph.input, *graph.initializer]} | {t for n in graph.node for t in n.output}
+        if err.args and err.args[0] in names:
+            raise Wrong(f"your interpreter looks up {err}, a tensor of this model, but never stored it: store each "
+                        "value under the name this model gives it, not a fixed one") from None
+        raise Wrong(f"your interpreter looks up {err}, a name this model does not have (its input is "
+                    f"{graph.input[0].name!r}, its output {graph.output[0].name!r}): take every name from the "
+                    "model, not a fixed one") from None
 
 
 def _where(answer, model, images) -> str:  # the first node it gets wrong, the graph cut after each in turn
