@@ -1,6 +1,9 @@
-"""The checks of notebook 06's exercises accept other right answers and name realistic mistakes."""
+"""The checks of notebook 06's exercises: every requirement the exercise text states is a row of a table, with a
+wrong answer that breaks it alone and the words the feedback must name it with; right answers written otherwise
+than solutions/ex06.py pass; the feedback never states the true numbers."""
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -13,17 +16,24 @@ from helpers.exercises import check
 from solutions.ex06 import fair_time, macs_per_image
 
 
-def stopwatch(warmup=5, statistic=np.median, scale=1e6, q=90, clock=time.perf_counter):
+# ---------------------------------------------------------------------------------------------- 06.1
+def stopwatch(warmup=5, statistic=np.median, scale=1e6, q=90, clock=time.perf_counter, calls=30, n=None,
+              warm_after=False):
+    """The worked loop with one change: warm-up count, statistic, unit, percentile, clock, calls, the 'n' it
+    reports, or the warm-up calls made after the timed ones."""
     def fair_time_variant(fn):
-        for _ in range(warmup):
+        for _ in range(0 if warm_after else warmup):
             fn()
         samples = []
-        for _ in range(30):
+        for _ in range(calls):
             start = clock()
             fn()
             samples.append(clock() - start)
+        for _ in range(warmup if warm_after else 0):
+            fn()
         values = np.array(samples) * scale
-        return {"p50_us": float(statistic(values)), "p90_us": float(np.percentile(values, q)), "n": len(samples)}
+        return {"p50_us": float(statistic(values)), "p90_us": float(np.percentile(values, q)),
+                "n": len(samples) if n is None else n(len(samples))}
     return fair_time_variant
 
 
@@ -47,26 +57,99 @@ def with_ns_clock(fn):
     return {"p50_us": np.median(ns) / 1e3, "p90_us": np.quantile(ns, 0.9) / 1e3, "n": len(ns)}
 
 
-@pytest.mark.parametrize("answer", [fair_time, with_timeit, with_ns_clock])
+def notebook_loop(fn):
+    """Right: notebook 06's own section-1 loop (5 warm-up calls, at least 10 calls within a time budget)."""
+    for _ in range(5):  # warm-up, not timed
+        fn()
+    times_us = []
+    start = time.perf_counter()
+    while len(times_us) < 10 or time.perf_counter() - start < 0.4:
+        t0 = time.perf_counter()
+        fn()
+        times_us.append((time.perf_counter() - t0) * 1e6)
+    return {"p50_us": np.median(times_us), "p90_us": np.percentile(times_us, 90), "n": len(times_us)}
+
+
+def sorted_index_percentile(fn):
+    """Right: exactly 3 warm-up calls and 10 timed ones (the task's minimums), p90 by nearest rank."""
+    for _ in range(3):
+        fn()
+    us = []
+    for _ in range(10):
+        t0 = time.perf_counter()
+        fn()
+        us.append((time.perf_counter() - t0) * 1e6)
+    us.sort()
+    return {"p50_us": float(np.percentile(us, 50)), "p90_us": us[math.ceil(0.9 * len(us)) - 1], "n": np.int64(len(us))}
+
+
+@pytest.mark.parametrize("answer", [fair_time, with_timeit, with_ns_clock, notebook_loop, sorted_index_percentile],
+                         ids=["solution", "timeit", "perf_counter_ns", "notebook-loop", "minimums-sorted-index"])
 def test_fair_time_right_answers_pass(answer):
     feedback = check("06.1", answer)
     assert feedback.ok, str(feedback)
 
 
-@pytest.mark.parametrize("answer, message", [
-    (stopwatch(warmup=0), "only 0 warm-up call"),
-    (stopwatch(warmup=1), "only 1 warm-up call"),
-    (stopwatch(statistic=np.mean), "that is the mean"),
-    (stopwatch(q=100), "that is the slowest call"),
-    (stopwatch(scale=1e3), "in milliseconds; expected microseconds"),
-    (stopwatch(q=0.9), "np.percentile takes 90, not 0.9"),
-    (stopwatch(clock=lambda: time.time()), "time.perf_counter()"),
-    (lambda fn: {"p50_us": 1.0, "p90_us": 2.0}, "missing ['n']"),
-    (lambda fn: 1 / 0, "it raised ZeroDivisionError"),
-])
-def test_fair_time_mistakes_are_named(answer, message):
+def with_helpers(fn):
+    from helpers.timing import measure
+
+    return measure(fn, repeat=30, warmup=5)
+
+
+def hard_coded(fn):
+    """Warms up and calls fn, then returns numbers measured once on the stand-in model, not on these calls."""
+    for _ in range(35):
+        fn()
+    return {"p50_us": 2300.0, "p90_us": 11000.0, "n": 30}
+
+
+# The exercise text's requirements, one wrong answer each, and what the feedback must say.
+REQUIREMENTS_06_1 = [
+    ("a function fair_time(fn)", {"p50_us": 1.0, "p90_us": 2.0, "n": 30}, "expected your function fair_time(fn)"),
+    ("fn takes no arguments", lambda fn: [fn(np.zeros(3)) for _ in range(40)], "fn takes no arguments"),
+    ("without helpers", with_helpers, "without helpers"),
+    ("at least 3 warm-up calls, not timed", stopwatch(warmup=1), "so 1 warm-up call"),
+    ("the timed calls come after the warm-up", stopwatch(warm_after=True), "the timed calls come after the warm-up"),
+    ("at least 10 timed calls", stopwatch(calls=6), "at least 10 timed calls"),
+    ("with time.perf_counter()", stopwatch(clock=lambda: time.time()), "time.perf_counter()"),
+    ("returns p50_us, p90_us and n", lambda fn: {"p50_us": 1.0, "p90_us": 2.0}, "missing ['n']"),
+    ("n is the number of timed calls", stopwatch(n=lambda k: k + 5), "'n' says 35 were timed"),
+    ("n is an integer", stopwatch(n=float), "to be an integer"),
+    ("p50 is the median", stopwatch(statistic=np.mean), "that is the mean"),
+    ("p90 is the 90th percentile", stopwatch(q=100), "that is the slowest call"),
+    ("microseconds", stopwatch(scale=1e3), "in milliseconds; expected microseconds"),
+    ("measured on fn's calls, not numbers known in advance", hard_coded, "by more than 15 %"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_06_1, ids=[r[0] for r in REQUIREMENTS_06_1])
+def test_fair_time_each_requirement_is_checked(requirement, answer, message):
     feedback = check("06.1", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
+
+
+OTHER_MISTAKES_06_1 = [  # (wrong answer, what the feedback says)
+    (stopwatch(warmup=0), "so 0 warm-up call"),
+    (stopwatch(q=0.9), "np.percentile takes 90, not 0.9"),
+    (lambda fn: 1 / 0, "it raised ZeroDivisionError"),
+    (stopwatch(clock=time.process_time), "too low, by more than 15 % for the 30 calls after the warm-up"),  # CPU time
+    (stopwatch(scale=1), "which is in seconds"),
+    (lambda fn: [fn() for _ in range(40)] and {"p50_us": "2 ms", "p90_us": 1.0, "n": 30}, "a number of microseconds"),
+]
+
+
+@pytest.mark.parametrize("answer, message", OTHER_MISTAKES_06_1)
+def test_fair_time_other_mistakes_are_named(answer, message):
+    feedback = check("06.1", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
+
+
+def test_fair_time_the_two_models_cannot_share_one_answer():
+    """The quick and the slower model's durations are drawn in ranges that no single p50 can match within 15 %."""
+    from helpers.checks.ex06 import MODELS, _close
+
+    quick, slower = (1e3 * np.array(MODELS[k]["fast"]) for k in ("a quick model", "a slower model"))
+    assert not any(_close(value, truth) for value in np.linspace(*quick, 50) for truth in np.linspace(*slower, 50))
 
 
 def test_fair_time_feedback_never_states_the_true_numbers():
@@ -75,6 +158,7 @@ def test_fair_time_feedback_never_states_the_true_numbers():
     assert set(re.findall(r"\d+", feedback.message)) <= {"50", "15", "30"}, feedback.message  # p50, 15 %, 30 calls
 
 
+# ---------------------------------------------------------------------------------------------- 06.2
 def macs_from_weights_and_shapes(path):
     """Right, written differently: onnxruntime's own shapes (intermediate outputs added), not shape inference."""
     import onnx
@@ -93,8 +177,10 @@ def macs_from_weights_and_shapes(path):
                        if n.op_type in ("Gemm", "MatMul") and n.input[1] in weights)
 
 
-def macs_by_formula(path):
-    """Right: output positions from the convolution formula, with numpy arithmetic."""
+def macs_by_formula(path, positions=lambda size, k, pads, strides: (size + pads[:2] + pads[2:] - k) // strides + 1,
+                    ops=("Conv", "Gemm", "MatMul"), per_weight=True, batch=1, bias=False):
+    """Right: output positions from the convolution formula, with numpy arithmetic. The keyword arguments make
+    the realistic mistakes below."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -105,17 +191,92 @@ def macs_by_formula(path):
         a = {x.name: helper.get_attribute_value(x) for x in node.attribute}
         if node.op_type == "Conv":
             k, pads = np.array(w[node.input[1]][2:]), np.array(a.get("pads", [0] * 4))
-            size = (size + pads[:2] + pads[2:] - k) // np.array(a.get("strides", [1, 1])) + 1
-            total += int(np.prod(size) * np.prod(w[node.input[1]]))
-        elif node.op_type in ("Gemm", "MatMul") and node.input[1] in w:
+            size = positions(size, k, pads, np.array(a.get("strides", [1, 1])))
+            if "Conv" in ops:
+                at = int(np.prod(size)) * batch if per_weight else 1
+                total += at * int(np.prod(w[node.input[1]])) + (at * w[node.input[1]][0] if bias else 0)
+        elif node.op_type in ops and node.input[1] in w:
             total += int(np.prod(w[node.input[1]]))
     return total
 
 
-@pytest.mark.parametrize("answer", [macs_per_image, macs_from_weights_and_shapes, macs_by_formula])
+def notebook_hint_with_dim_param(path):
+    """Right: the task's hint as written (fix the batch dimension to 1, then infer_shapes), output shapes from the
+    graph's outputs or its value_info, weights' shapes read from the initializers' dims."""
+    import onnx
+
+    model = onnx.load(path)
+    dim = model.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.Clear()
+    dim.dim_value = 1
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+             for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            _, c_out, h, w_ = shape[node.output[0]]
+            total += c_out * h * w_ * int(np.prod(dims[node.input[1]][1:]))
+        elif node.op_type in {"Gemm", "MatMul"}:
+            total += int(np.prod(dims.get(node.input[1], [0])))
+    return total
+
+
+@pytest.mark.parametrize("answer", [macs_per_image, macs_from_weights_and_shapes, macs_by_formula,
+                                    notebook_hint_with_dim_param],
+                         ids=["solution", "onnxruntime-shapes", "formula", "hint-as-written"])
 def test_macs_right_answers_pass(answer):
     feedback = check("06.2", answer)
     assert feedback.ok, str(feedback)
+
+
+def macs_without_fixing_the_batch(path):
+    """infer_shapes on the symbolic batch: every Conv output has 0 positions."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.shape_inference.infer_shapes(onnx.load(path))
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
+    weights = {t.name: numpy_helper.to_array(t).shape for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            total += int(np.prod(shapes[node.output[0]])) * int(np.prod(weights[node.input[1]][1:]))
+        elif node.op_type in ("Gemm", "MatMul") and node.input[1] in weights:
+            total += int(np.prod(weights[node.input[1]]))
+    return total
+
+
+def series_numbers(path):
+    """Hard-coded: the series' files counted, any other file given the count of the CNN the check used to describe
+    ("5×5 unpadded (4 channels), then 3×3 stride 2 padded (6), then Gemm"), worked out by hand."""
+    return macs_per_image(path) if "mnist_" in str(path) else 24 * 24 * 4 * 25 + 12 * 12 * 6 * 36 + 864 * 10
+
+
+no_stride = lambda size, k, pads, strides: size + pads[:2] + pads[2:] - k + 1        # noqa: E731
+no_padding = lambda size, k, pads, strides: (size - k) // strides + 1                # noqa: E731
+REQUIREMENTS_06_2 = [
+    ("a function macs_per_image(path)", 12345, "expected your function macs_per_image(path)"),
+    ("a whole number", lambda path: macs_per_image(path) + 0.5, "expected a whole number"),
+    ("a Conv applies each weight at every output position", lambda p: macs_by_formula(p, per_weight=False),
+     "that is the number of weights"),
+    ("a Conv's output positions follow its stride", lambda p: macs_by_formula(p, positions=no_stride),
+     "with the Conv layers' strides left out"),
+    ("... and its padding", lambda p: macs_by_formula(p, positions=no_padding), "with the Conv layers' padding left out"),
+    ("every Conv counted", lambda p: macs_by_formula(p, ops=("Gemm", "MatMul")), "the Conv layers add nothing"),
+    ("every Gemm counted", lambda p: macs_by_formula(p, ops=("Conv", "MatMul")), "the Gemm layer adds nothing"),
+    ("every MatMul counted", lambda p: macs_by_formula(p, ops=("Conv", "Gemm")), "the MatMul layer adds nothing"),
+    ("multiply-adds, not FLOPs", lambda path: 2 * macs_per_image(path), "FLOPs count a multiply and an add"),
+    ("for one image", lambda p: macs_by_formula(p, batch=256), "count 256 times their multiply-adds for one image"),
+    ("of the .onnx file at path", series_numbers, "a CNN of the check's own (Conv, Conv, Gemm): your count is"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_06_2, ids=[r[0] for r in REQUIREMENTS_06_2])
+def test_macs_each_requirement_is_checked(requirement, answer, message):
+    feedback = check("06.2", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 def weights_only(path):
@@ -124,14 +285,6 @@ def weights_only(path):
     model = onnx.load(path)
     sizes = {t.name: int(np.prod(t.dims)) for t in model.graph.initializer}
     return sum(sizes[n.input[1]] for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul"))
-
-
-def dense_only(path):
-    import onnx
-
-    model = onnx.load(path)
-    sizes = {t.name: int(np.prod(t.dims)) for t in model.graph.initializer}
-    return sum(sizes[n.input[1]] for n in model.graph.node if n.op_type in ("Gemm", "MatMul"))
 
 
 def input_positions(path):
@@ -151,16 +304,34 @@ def input_positions(path):
     return total
 
 
-@pytest.mark.parametrize("answer, message", [
+OTHER_MISTAKES_06_2 = [  # (wrong answer, what the feedback says)
     (weights_only, "that is the number of weights"),
-    (dense_only, "the Conv layers are missing"),
-    (lambda path: 2 * macs_per_image(path), "FLOPs count a multiply and an add"),
-    (input_positions, "the series' CNN: your count is too high, by more than 10 % (the series' MLP: right)"),
+    (input_positions, "the series' CNN: your count is too high, by more than 10 % (your Conv layers count 4 times"),
+    (macs_without_fixing_the_batch, "the Conv layers add nothing"),
+    (lambda p: macs_by_formula(p, bias=True), "the series' CNN: your count is too high"),    # bias adds counted
     (lambda path: 1.5, "expected a whole number"),
-])
-def test_macs_mistakes_are_named(answer, message):
+    (lambda path: float("nan"), "expected a whole number"),
+]
+
+
+@pytest.mark.parametrize("answer, message", OTHER_MISTAKES_06_2)
+def test_macs_other_mistakes_are_named(answer, message):
     feedback = check("06.2", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
+
+
+def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
+    import onnx
+
+    from helpers.checks.ex06 import _reference_macs, random_cnn
+
+    counts = set()
+    for seed in range(6):
+        path = random_cnn(tmp_path / f"{seed}.onnx", np.random.default_rng(seed), "MatMul" if seed % 2 else "Gemm")
+        onnx.checker.check_model(onnx.load(path), full_check=True)
+        assert _reference_macs(path) == macs_from_weights_and_shapes(path)  # the check's arithmetic, independently
+        counts.add(_reference_macs(path))
+    assert len(counts) >= 4, counts
 
 
 def test_macs_feedback_never_states_the_expected_count():

@@ -10,9 +10,10 @@ import copy
 import json
 import re
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from helpers.checks.ex08 import check_person_schema
@@ -36,26 +37,63 @@ def variant(change):
     return schema
 
 
-@pytest.mark.parametrize("wrong, named", [
-    (variant(lambda s: s["properties"]["name"].pop("maxLength")), '"maxLength"'),
-    (variant(lambda s: s["properties"]["age"].pop("maximum")), '"maximum"'),
-    (variant(lambda s: s["properties"]["age"].pop("minimum")), '"minimum"'),
-    (variant(lambda s: s["properties"]["age"].update(type="number")), 'not "number"'),
-    (variant(lambda s: s["properties"]["age"].update(type=["integer", "string"])), '"type": "integer"'),
-    (variant(lambda s: s.update(required=["name"])), 'without "age"'),
-    (variant(lambda s: s.pop("required")), '"required"'),
-    (variant(lambda s: s.pop("additionalProperties")), '"additionalProperties"'),
-    (variant(lambda s: s.pop("x-guidance")), "whitespace"),
-    (variant(lambda s: s["properties"]["name"].update(maxLength=12)), "to accept a right answer"),
-    (variant(lambda s: s["properties"]["age"].update(maximum=99)), "to accept a right answer"),
-    (variant(lambda s: s["properties"]["age"].update(type="int")), "valid JSON schema"),
-    (json.dumps(ex08.person_schema), "as a dict"),
-], ids=["unbounded-name", "no-maximum", "no-minimum", "number-not-integer", "string-age", "age-not-required",
-        "nothing-required", "extra-keys", "free-whitespace", "name-too-short", "age-too-low", "bad-type", "json-text"])
-def test_08_1_names_the_mistake(wrong, named):
+def name_may_be(*types):
+    return variant(lambda s: s["properties"]["name"].update(type=list(types)))
+
+
+# The exercise text's requirements, one wrong answer each, and what the feedback must say.
+REQUIREMENTS_08_1 = [
+    ("a JSON schema as a dict", json.dumps(ex08.person_schema), "as a dict"),
+    ("a valid JSON schema", variant(lambda s: s["properties"]["age"].update(type="int")), "valid JSON schema"),
+    ("name: a string, not null", name_may_be("string", "null"), "the name null"),
+    ("name: a string, not a number", name_may_be("string", "integer"), "a number as the name"),
+    ("names up to 40 characters must fit (40 fits)", variant(lambda s: s["properties"]["name"].update(maxLength=39)),
+     "40-character name"),
+    ("a name is any string", variant(lambda s: s["properties"]["name"].update(pattern="^[A-Za-z -]+$")),
+     "accents, an apostrophe and a hyphen"),
+    ("the name bounded", variant(lambda s: s["properties"]["name"].pop("maxLength")), "200-character name"),
+    ("age: a whole number, not any number", variant(lambda s: s["properties"]["age"].update(type="number")),
+     "a whole number of years"),
+    ("age: not a string", variant(lambda s: s["properties"]["age"].update(type=["integer", "string"])),
+     "the age as a string"),
+    ("age: not null", variant(lambda s: s["properties"]["age"].update(type=["integer", "null"])), "the age null"),
+    ("ages from 0 (0 fits)", variant(lambda s: s["properties"]["age"].update(minimum=1)), "the age 0"),
+    ("ages from 0 (-1 does not)", variant(lambda s: s["properties"]["age"].pop("minimum")), "the age -1"),
+    ("ages to 120 (120 fits)", variant(lambda s: s["properties"]["age"].update(maximum=119)), "the age 120"),
+    ("ages to 120 (121 does not)", variant(lambda s: s["properties"]["age"].update(maximum=121)), "the age 121"),
+    ("name required", variant(lambda s: s.update(required=["age"])), 'without "name"'),
+    ("age required", variant(lambda s: s.update(required=["name"])), 'without "age"'),
+    ("nothing else", variant(lambda s: s.pop("additionalProperties")), "an extra key"),
+    ("whitespace bounded", variant(lambda s: s.pop("x-guidance")), "expected whitespace bounded too"),
+    ("usable by onnxruntime-genai: answers are JSON",
+     variant(lambda s: s["x-guidance"].update(item_separator="\\s*,\\s*")), "which is not JSON"),
+]
+
+
+@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_08_1, ids=[r[0] for r in REQUIREMENTS_08_1])
+def test_08_1_each_requirement_is_checked(requirement, wrong, named):
     message = feedback("08.1", wrong)
-    assert named in message
+    assert named in message, message
     assert json.dumps(ex08.person_schema["properties"]) not in message, "the feedback shows the worked schema"
+    assert "whitespace_flexible" not in message and "maxLength" not in message, "the feedback gives the code"
+
+
+OTHER_MISTAKES_08_1 = [  # (wrong answer, what the feedback says)
+    (variant(lambda s: s["properties"]["name"].update(maxLength=12)), "40-character name"),
+    (variant(lambda s: s["properties"]["age"].update(maximum=99)), "the age 120"),
+    (variant(lambda s: s["properties"]["name"].update(maxLength=500)), "200-character name"),
+    (variant(lambda s: s["x-guidance"].update(whitespace_flexible=True)), "expected whitespace bounded too"),
+    (variant(lambda s: s.update({"x-guidance": {"whitespace_pattern": "[ ]{0,4}"}})), "did not apply it"),
+    (variant(lambda s: s.pop("required")), 'without "age"'),
+    (variant(lambda s: s.update(type="array")), "expected your schema to accept"),
+]
+
+
+@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_08_1,
+                         ids=["name-too-short", "age-too-low", "name-500", "flexible-true", "whitespace-pattern",
+                              "nothing-required", "array"])
+def test_08_1_other_mistakes_are_named(wrong, named):
+    assert named in feedback("08.1", wrong)
 
 
 def test_08_1_an_answer_cut_by_max_length_is_named():
@@ -75,10 +113,21 @@ ALTERNATIVES = [
          properties=dict(name=dict(type="string", description="full name", maxLength=50),
                          age=dict(type="integer", description="years", minimum=0, maximum=120)),
          **{"x-guidance": dict(whitespace_flexible=False, key_separator=":")}),
+    {"type": "object",  # notebook 08's SCHEMA, adapted: its own layout and comment
+     "properties": {"name": {"type": "string", "maxLength": 40},
+                    "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+     "required": ["name", "age"],
+     "additionalProperties": False,
+     "x-guidance": {"whitespace_flexible": False}},
+    dict(type="object", required=["name", "age"], additionalProperties=False,  # literal separators with spaces
+         properties={"name": {"type": "string", "minLength": 1, "maxLength": 64},
+                     "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+         **{"x-guidance": {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}}),
 ]
 
 
-@pytest.mark.parametrize("schema", ALTERNATIVES, ids=["draft-2020-exclusive-bounds", "built-with-dict"])
+@pytest.mark.parametrize("schema", ALTERNATIVES, ids=["draft-2020-exclusive-bounds", "built-with-dict", "notebook-style",
+                                                     "literal-separators"])
 def test_08_1_accepts_other_right_schemas(schema):
     result = check("08.1", schema)
     assert result, str(result)
@@ -90,12 +139,15 @@ def layer_of(name):
     return int(match.group(1)) if match else None
 
 
+def events_of(files):
+    return [e for f in files for e in json.loads(Path(f).read_text())]
+
+
 def with_fences(files):
     total = Counter()
-    for f in files:
-        for e in json.loads(Path(f).read_text()):
-            if e["cat"] == "Node" and layer_of(e["name"]) is not None:       # mistake: fences counted too
-                total[layer_of(e["name"])] += e["dur"] / len(files)
+    for e in events_of(files):
+        if e["cat"] == "Node" and layer_of(e["name"]) is not None:       # mistake: fences counted too
+            total[layer_of(e["name"])] += e["dur"] / len(files)
     return dict(total)
 
 
@@ -104,7 +156,7 @@ def total_not_mean(files):
 
 
 def prefix_match(files):
-    events = [e for f in files for e in json.loads(Path(f).read_text()) if e["name"].endswith("_kernel_time")]
+    events = [e for e in events_of(files) if e["name"].endswith("_kernel_time")]
     return {n: sum(e["dur"] for e in events if f"/model/layers.{n}" in e["name"]) / len(files)  # mistake: no "/"
             for n in {layer_of(e["name"]) for e in events} - {None}}
 
@@ -115,34 +167,90 @@ def string_keys(files):
 
 def outside_layers_too(files):
     total = Counter()
-    for f in files:
-        for e in json.loads(Path(f).read_text()):
-            if e["name"].endswith("_kernel_time"):                   # mistake: embedding and lm_head as well
-                total[layer_of(e["name"]) if layer_of(e["name"]) is not None else -1] += e["dur"] / len(files)
+    for e in events_of(files):
+        if e["name"].endswith("_kernel_time"):                   # mistake: embedding and lm_head as well
+            total[layer_of(e["name"]) if layer_of(e["name"]) is not None else -1] += e["dur"] / len(files)
     return dict(total)
-
-
-def first_file_only(files):
-    return ex08.time_per_layer(files[:1])
 
 
 def in_ms(files):
     return {n: us / 1000 for n, us in ex08.time_per_layer(files).items()}
 
 
-@pytest.mark.parametrize("wrong, named", [
-    (with_fences, "fence events"),
-    (total_not_mean, "mean per step"),
-    (prefix_match, "up to the slash"),
-    (string_keys, "(an int)"),
-    (outside_layers_too, "extra [-1]"),
-    (first_file_only, "layer 0 differs: too"),
-    (in_ms, "too low, by more than 10 %"),
-    (lambda files: 1 / 0, "ZeroDivisionError"),
-], ids=["fences", "total", "prefix", "str-keys", "outside-layers", "first-file", "ms", "raises"])
-def test_08_2_names_the_mistake(wrong, named):
+def twelve_layers(files):
+    """Hard-coded: the 12 layers of a profile the learner saw."""
+    per_layer = ex08.time_per_layer(files)
+    return {n: per_layer.get(n, 0.0) for n in range(12)}
+
+
+def median_over_files(files):
+    per_file = [ex08.time_per_layer([f]) for f in files]
+    return {n: float(np.median([p[n] for p in per_file])) for n in per_file[0]}
+
+
+def mean_per_kernel(files):
+    """The mean over kernel events instead of over files (steps)."""
+    durations = defaultdict(list)
+    for e in events_of(files):
+        if e["cat"] == "Node" and e["name"].endswith("_kernel_time") and layer_of(e["name"]) is not None:
+            durations[layer_of(e["name"])].append(e["dur"])
+    return {n: sum(d) / len(d) for n, d in durations.items()}
+
+
+def single_digit_pattern(files):
+    total = Counter()
+    for e in events_of(files):
+        match = re.match(r"/model/layers\.(\d)/", e["name"])        # mistake: one digit only
+        if e["cat"] == "Node" and e["name"].endswith("_kernel_time") and match:
+            total[int(match[1])] += e["dur"] / len(files)
+    return dict(total)
+
+
+def as_a_list(files):
+    per_layer = ex08.time_per_layer(files)
+    return [per_layer[n] for n in sorted(per_layer)]
+
+
+def last_file_only(files):
+    return ex08.time_per_layer(files[-1:])
+
+
+# The exercise text's requirements, one wrong answer each, and what the feedback must say.
+REQUIREMENTS_08_2 = [
+    ("a function time_per_layer(profile_files)", {0: 1.0}, "expected your function time_per_layer"),
+    ("returns a dict", as_a_list, "expected a dict"),
+    ("keyed by the layer number N as an int", string_keys, "(an int)"),
+    ("every layer N, whatever the model's depth", twelve_layers, "expected one entry per layer"),
+    ("N up to the slash of /model/layers.N/", prefix_match, "up to the slash"),
+    ("nodes outside a layer do not count", outside_layers_too, "extra [-1]"),
+    ("kernel time: fence events are not", with_fences, "fence events"),
+    ("per step: the mean over the files, not the total", total_not_mean, "mean per step"),
+    ("the mean over all the files", last_file_only, "one file's time"),
+    ("in µs", in_ms, "1000 times too low"),
+]
+
+
+@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_08_2, ids=[r[0] for r in REQUIREMENTS_08_2])
+def test_08_2_each_requirement_is_checked(requirement, wrong, named):
     message = feedback("08.2", wrong)
     assert named in message
+    assert not re.search(r"\d+\.\d", message), f"a number that may be an expected value: {message}"
+
+
+OTHER_MISTAKES_08_2 = [  # (wrong answer, what the feedback says)
+    (median_over_files, ("one file's time", "differs: too")),   # an odd number of files: one file's time
+    (mean_per_kernel, "differs: too"),
+    (single_digit_pattern, "missing [10, 11"),
+    (lambda files: ex08.time_per_layer(files[:1]), "one file's time"),
+    (lambda files: 1 / 0, "ZeroDivisionError"),
+]
+
+
+@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_08_2,
+                         ids=["median", "mean-per-kernel", "one-digit", "first-file", "raises"])
+def test_08_2_other_mistakes_are_named(wrong, named):
+    message = feedback("08.2", wrong)
+    assert any(n in message for n in ((named,) if isinstance(named, str) else named)), message
     assert not re.search(r"\d+\.\d", message), f"a number that may be an expected value: {message}"
 
 
@@ -167,7 +275,18 @@ def one_regex(files):
     return {n: sum(d for k, d in hits if k == n) / len(files) for n in {k for k, _ in hits}}
 
 
-@pytest.mark.parametrize("right", [counter_split, one_regex], ids=["counter-per-step", "one-regex"])
+def notebook_loop_per_layer(files):
+    """Notebook 08's own per-operator loop, keyed by layer instead of operator (numpy ints as keys, a Counter)."""
+    per_layer = Counter()
+    events = [e for f in files for e in json.load(open(f))]
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and layer_of(e["name"]) is not None:
+            per_layer[np.int64(layer_of(e["name"]))] += e["dur"] / len(files)           # µs per decode step
+    return per_layer
+
+
+@pytest.mark.parametrize("right", [counter_split, one_regex, notebook_loop_per_layer],
+                         ids=["counter-per-step", "one-regex", "notebook-loop"])
 def test_08_2_accepts_other_right_answers(right):
     result = check("08.2", right)
     assert result, str(result)

@@ -1,9 +1,12 @@
-"""Checks for notebook 06's exercises. 06.1 times a stand-in model whose calls the check records, with a wall
-clock (``time.time``) ticking every 15.6 ms as on some systems; 06.2 counts multiply-adds layer by layer from the
-convolution arithmetic. Feedback gives a direction and a coarse size, never the expected number."""
+"""Checks for notebook 06's exercises. 06.1 times a stand-in model whose calls the check records (its durations
+drawn afresh at every check), with a wall clock (``time.time``) ticking every 15.6 ms as on some systems; 06.2
+counts multiply-adds layer by layer from the convolution arithmetic, on the series' models and on CNNs the check
+builds with new layer sizes every time. Feedback says what differs (a direction, a coarse size, which layers),
+never the expected number."""
 from __future__ import annotations
 
 import math
+import sys
 import tempfile
 import time
 from numbers import Real
@@ -17,13 +20,30 @@ from helpers.checks._common import Wrong, require_callable, require_keys
 # ---------------------------------------------------------------------------------------------- 06.1
 SLOW_FIRST_CALLS = 3  # the stand-in model's first calls are slow, as a real model's are (allocation, kernel choice)
 TICK_S = 1 / 64  # a coarse wall clock: time.time() on some systems advances in steps of 15.6 ms
+HELPER_MODULES = ("helpers.timing", "helpers.benchmark")  # the series' own timing loops, which the task rules out
 
 
-def _stand_in_model(seconds: list):
+MODELS = {  # a quick model and a slower one, durations (ms) drawn in ranges that a single fixed answer cannot match
+    "a quick model": {"fast": (1.5, 2.2), "hiccup": (8, 11), "pause": (35, 45), "first": 30},
+    "a slower model": {"fast": (4.0, 5.5), "hiccup": (16, 22), "pause": (60, 70), "first": 45},
+}
+
+
+def _stand_in_model(seconds: list, rng, used_helpers: list, kind: str = "a quick model"):
+    """fn(): first calls slow; every 4th call hiccups; every 25th a long pause (a GC). Durations drawn by ``rng``."""
+    ms = {k: v if isinstance(v, (int, float)) else rng.uniform(*v) for k, v in MODELS[kind].items()}
+    phase, gc_at = int(rng.integers(4)), int(rng.integers(5, 12))
+
     def predict():
+        caller = sys._getframe(1)
+        while caller is not None:  # who called fn: the learner's loop, or one of the series' helpers
+            if caller.f_globals.get("__name__") in HELPER_MODULES:
+                used_helpers.append(caller.f_globals["__name__"])
+            caller = caller.f_back
         i = len(seconds)
-        start = time.perf_counter()  # first calls slow; every 4th call hiccups; every 25th a long pause (GC)
-        time.sleep(0.030 if i < SLOW_FIRST_CALLS else 0.040 if i % 25 == 8 else 0.012 if i % 4 == 3 else 0.002)
+        start = time.perf_counter()
+        time.sleep(1e-3 * (ms["first"] if i < SLOW_FIRST_CALLS else ms["pause"] if i % 25 == gc_at else
+                           ms["hiccup"] if i % 4 == phase else ms["fast"]))
         seconds.append(time.perf_counter() - start)
     return predict
 
@@ -34,50 +54,75 @@ def _close(value, truth) -> bool:
 
 def check_fair_time(answer):
     require_callable(answer, "fair_time(fn) -> {'p50_us': ..., 'p90_us': ..., 'n': ...}")
-    seconds, real_time = [], time.time
+    rng, details = np.random.default_rng(), []
+    for kind in MODELS:
+        details.append(_check_fair_time_on(answer, kind, rng))
+    return details
+
+
+def _check_fair_time_on(answer, kind, rng) -> str:
+    seconds, used_helpers, real_time, wall_clock_reads = [], [], time.time, []
+
+    def coarse_time():  # the wall clock of some systems, and a count of who reads it
+        wall_clock_reads.append(1)
+        return math.floor(real_time() / TICK_S) * TICK_S
+    fn = _stand_in_model(seconds, rng, used_helpers, kind)
     try:
-        with mock.patch("time.time", lambda: math.floor(real_time() / TICK_S) * TICK_S):
-            result = answer(_stand_in_model(seconds))
+        with mock.patch("time.time", coarse_time):
+            result = answer(fn)
     except Exception as err:  # whatever the learner's function raises is reported
-        raise Wrong(f"expected fair_time(fn) to run; it raised {type(err).__name__}: {err}") from err
+        hint = (" (fn takes no arguments: call it as fn())" if isinstance(err, TypeError) and "positional" in str(err)
+                else "")
+        raise Wrong(f"expected fair_time(fn) to run on {kind}; it raised {type(err).__name__}: {err}{hint}") from err
+    if used_helpers:
+        raise Wrong(f"fn was called by {used_helpers[0]}: the task asks for your own loop, without helpers "
+                    "(warm-up calls, then timed calls, then the statistics)")
     require_keys(result, ("p50_us", "p90_us", "n"), "{'p50_us': median, 'p90_us': 90th percentile, 'n': timed calls}")
     n = result["n"]
-    if not isinstance(n, (int, np.integer)) or n < 10:
-        raise Wrong(f"expected 'n', the number of timed calls, to be an integer of at least 10, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise Wrong(f"expected 'n', the number of timed calls, to be an integer, got {n!r}")
+    if n < 10:
+        raise Wrong(f"expected at least 10 timed calls, 'n' says {n}")
     if n > len(seconds):
         raise Wrong(f"'n' says {n} timed calls, but fn was called only {len(seconds)} times")
     warmup = len(seconds) - n
     if warmup < SLOW_FIRST_CALLS:
-        raise Wrong(f"expected a few warm-up calls that are not timed: fn was called {len(seconds)} times and {n} "
-                    f"were timed, so only {warmup} warm-up call(s); this model's first {SLOW_FIRST_CALLS} calls are "
-                    "slow and say nothing about what a call costs later")
-    timed_us = np.array(seconds[warmup:]) * 1e6
-    for key, truth in (("p50_us", np.median(timed_us)), ("p90_us", np.percentile(timed_us, 90))):
-        value = result[key]
-        if not isinstance(value, Real):
+        raise Wrong(f"expected at least {SLOW_FIRST_CALLS} warm-up calls that are not timed: fn was called "
+                    f"{len(seconds)} times and 'n' says {n} were timed, so {warmup} warm-up call(s); this model's "
+                    f"first {SLOW_FIRST_CALLS} calls are slow and say nothing about what a call costs later")
+    timed_us, first_us = np.array(seconds[warmup:]) * 1e6, np.array(seconds[:n]) * 1e6
+    for key, q in (("p50_us", 50), ("p90_us", 90)):
+        stat = lambda us: np.percentile(us, q)  # noqa: E731
+        value, truth = result[key], stat(timed_us)
+        position, ranked = q / 100 * (n - 1), np.sort(timed_us)  # every usual definition lies between two ranks
+        low, high = ranked[math.floor(position)], ranked[math.ceil(position)]
+        if isinstance(value, bool) or not isinstance(value, Real):
             raise Wrong(f"expected {key!r} to be a number of microseconds, got {type(value).__name__}")
         for unit, factor in (("milliseconds", 1e3), ("seconds", 1e6)):
             if _close(value * factor, truth):
                 raise Wrong(f"{key!r}: got {value:.4g}, which is in {unit}; expected microseconds")
-        if not _close(value, truth):
-            ticks = value / (TICK_S * 1e6)
+        if not (_close(value, truth) or low - 0.15 * low - 300 <= value <= high + 0.15 * high + 300):
             hint = (" (that is the mean: one slow call in four pulls it up, the median stays put)"
                     if key == "p50_us" and _close(value, timed_us.mean()) else
                     " (that is the slowest call: the 90th percentile ignores the slowest tenth)"
                     if key == "p90_us" and _close(value, timed_us.max()) else
                     " (about the fastest call: np.percentile takes 90, not 0.9)"
                     if key == "p90_us" and _close(value, timed_us.min()) else
-                    " (a multiple of 15.6 ms: time.time() ticks that coarsely on some systems; time it with "
-                    "time.perf_counter())" if abs(ticks - round(ticks)) < 0.01 else "")
-            raise Wrong(f"{key!r}: too {'high' if value > truth else 'low'}, by more than 15 % for the {n} calls you "
-                        f"timed{hint}")
-    return [f"{warmup} warm-up calls, then {n} timed: your median and p90 match the calls you timed"]
+                    f" (it matches the first {n} calls, the slow first ones included: the timed calls come after "
+                    "the warm-up)" if warmup and _close(value, stat(first_us)) and not _close(stat(first_us), truth)
+                    else f" (you read time.time() {len(wall_clock_reads)} times: it ticks every 15.6 ms on some "
+                    "systems, as here; the task times with time.perf_counter())" if len(wall_clock_reads) >= n else "")
+            raise Wrong(f"on {kind}, {key!r}: too {'high' if value > truth else 'low'}, by more than 15 % for the "
+                        f"{n} calls after the warm-up{hint}")
+    return f"{kind}: {warmup} warm-up calls, then {n} timed: your median and p90 match the calls you timed"
 
 
 # ---------------------------------------------------------------------------------------------- 06.2
-def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True) -> int:
-    """Multiply-adds for one image, layer by layer: a Conv applies each weight at every output position
-    (``per_position=False``: the number of weights)."""
+def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, batch=1, padded=True,
+                    strided=True) -> int:
+    """Multiply-adds for one image, layer by layer from the convolution arithmetic: a Conv applies each weight at
+    every output position (``per_position=False``: the number of weights; ``batch``: its positions for that many
+    images; ``padded``, ``strided`` False: the positions with the Conv's padding or strides left out)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -89,46 +134,100 @@ def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type == "Conv":
             out_channels, in_per_group, kh, kw = weights[node.input[1]].shape
-            pads, strides = attrs.get("pads", [0, 0, 0, 0]), attrs.get("strides", [1, 1])
+            pads = attrs.get("pads", [0, 0, 0, 0]) if padded else [0, 0, 0, 0]
+            strides = attrs.get("strides", [1, 1]) if strided else [1, 1]
             dilations = attrs.get("dilations", [1, 1])
             height = (height + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
             width = (width + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
-            positions = (height * width if per_position else 1) if node.op_type in op_types else 0
+            positions = (batch * height * width if per_position else 1) if node.op_type in op_types else 0
             macs += out_channels * in_per_group * kh * kw * positions
         elif node.op_type in op_types and node.input[1] in weights:
             macs += weights[node.input[1]].size  # one multiply-add per weight per image
     return int(macs)
 
 
+def random_cnn(path: Path, rng, head: str = "Gemm") -> Path:
+    """A CNN the learner has not seen (28×28 digits in, 10 scores out), with layer sizes drawn by ``rng``: a Conv with
+    a 3, 5 or 7 kernel, padded or not; a strided padded Conv; a ``Gemm`` head, or ``MatMul`` + ``Add``. Random
+    weights: multiply-adds do not depend on them. The model passes ``onnx.checker.check_model``."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    k1, c1, c2 = int(rng.choice([3, 5, 7])), int(rng.integers(3, 9)), int(rng.integers(4, 12))
+    pad1, stride2 = int(rng.choice([0, k1 // 2])), int(rng.choice([2, 3]))
+    side = (28 + 2 * pad1 - k1) + 1
+    side = (side + 2 - 3) // stride2 + 1
+    flat = c2 * side * side
+    weights = {"w1": rng.normal(0, 0.3, (c1, 1, k1, k1)), "b1": rng.normal(0, 0.1, c1),
+               "w2": rng.normal(0, 0.3, (c2, c1, 3, 3)), "b2": rng.normal(0, 0.1, c2), "shape": [-1, flat],
+               "w3": rng.normal(0, 0.1, (10, flat) if head == "Gemm" else (flat, 10)), "b3": np.zeros(10)}
+    node = helper.make_node
+    nodes = [node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[k1, k1], pads=[pad1] * 4),
+             node("Relu", ["c1"], ["r1"]),
+             node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[stride2] * 2, pads=[1] * 4),
+             node("Relu", ["c2"], ["r2"]), node("Reshape", ["r2", "shape"], ["h"])]
+    nodes += ([node("Gemm", ["h", "w3", "b3"], ["scores"], transB=1)] if head == "Gemm" else
+              [node("MatMul", ["h", "w3"], ["m3"]), node("Add", ["m3", "b3"], ["scores"])])
+    inits = [numpy_helper.from_array(np.asarray(a, np.int64 if n == "shape" else np.float32), n)
+             for n, a in weights.items()]
+    graph = helper.make_graph(nodes, f"check_cnn_{k1}_{c1}_{c2}",
+                              [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["N", 1, 28, 28])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)  # what a learner's own check_model would say: a checker bug
+    onnx.save(model, path)
+    return path
+
+
+def _macs_hint(got: int, path) -> str:
+    """What differs between ``got`` and the right count, keyed to a count the check can reproduce."""
+    want = _reference_macs(path)
+    dense, convs = _reference_macs(path, ("Gemm", "MatMul")), _reference_macs(path, ("Conv",))
+    by_layer = {op: _reference_macs(path, (op,)) for op in ("Gemm", "MatMul")}
+    if got == _reference_macs(path, per_position=False):
+        return " (that is the number of weights: a convolution applies each weight at every output position)"
+    if got == 2 * want:
+        return " (that is twice the multiply-adds: FLOPs count a multiply and an add, the exercise asks for multiply-adds)"
+    if got == dense:
+        return " (the Conv layers add nothing to your count)"
+    for op, n in by_layer.items():
+        if n and got == want - n:
+            return f" (the {op} layer adds nothing to your count)"
+    if got == convs:
+        return " (your count is the Conv layers' alone)"
+    for changed, what in (({"padded": False}, "padding"), ({"strided": False}, "strides")):
+        if _reference_macs(path, **changed) != want and got == _reference_macs(path, **changed):
+            return (f" (it is the count with the Conv layers' {what} left out: the output positions depend on the "
+                    f"{what})")
+    if convs and got > dense and (got - dense) % convs == 0:
+        return f" (your Conv layers count {(got - dense) // convs} times their multiply-adds for one image)"
+    return ""
+
+
 def check_macs(answer):
-    from helpers.checks.ex05 import fresh_model
     from helpers.notebooks import require_artifact
 
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
-    details = []
+    rng, details = np.random.default_rng(), []
     with tempfile.TemporaryDirectory() as tmp:
+        name = lambda: f"{rng.integers(10**6):06d}.onnx"  # noqa: E731 - a new file name every check
         cases = [("the series' MLP", require_artifact("mnist_mlp_pytorch.onnx")),
                  ("the series' CNN", require_artifact("mnist_cnn_pytorch.onnx")),
-                 ("the check's own CNN (5×5 unpadded, then 3×3 stride 2 padded)", fresh_model(Path(tmp) / "cnn.onnx"))]
+                 ("a CNN of the check's own (Conv, Conv, Gemm)", random_cnn(Path(tmp) / name(), rng, "Gemm")),
+                 ("a CNN of the check's own (Conv, Conv, MatMul + Add)", random_cnn(Path(tmp) / name(), rng, "MatMul"))]
         for what, path in cases:
             try:
                 got = answer(str(path))
             except Exception as err:  # whatever the learner's function raises is reported
                 raise Wrong(f"expected macs_per_image(path) to run on {what}; it raised {type(err).__name__}: {err}") from err
-            if not isinstance(got, Real) or float(got) != int(got):
+            if isinstance(got, bool) or not isinstance(got, Real) or not math.isfinite(got) or float(got) != int(got):
                 raise Wrong(f"expected a whole number of multiply-adds for {what}, got {got!r}")
             want = _reference_macs(path)
             if int(got) != want:
-                hint = (" (that is the number of weights: a convolution applies each weight at every output position)"
-                        if int(got) == _reference_macs(path, per_position=False) != want else
-                        " (that is twice the multiply-adds: FLOPs count a multiply and an add, the exercise asks for "
-                        "multiply-adds)" if int(got) == 2 * want else
-                        " (the Conv layers are missing)" if int(got) == _reference_macs(path, ("Gemm", "MatMul")) else
-                        "")
                 right = "; ".join(f"{w}: right" for w in details)
                 raise Wrong(f"{what}: your count is too {'high' if got > want else 'low'}" +
-                            (f", by more than 10 %" if abs(got - want) > 0.1 * want else "") +
-                            hint + (f" ({right})" if right else ""))
+                            (", by more than 10 %" if abs(got - want) > 0.1 * want else "") +
+                            _macs_hint(int(got), path) + (f" ({right})" if right else ""))
             details.append(what)
     return [f"{what}: right" for what in details]
 
