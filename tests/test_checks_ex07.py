@@ -64,8 +64,42 @@ def read_back_from_the_sequence(generator, tokenizer, prefix_len, questions_ids,
     return answers
 
 
-@pytest.mark.parametrize("right", [ex07.answer_each, rewind_after_each_answer, read_back_from_the_sequence],
-                         ids=["solution", "rewind-after", "counted-loop"])
+def notebook_chat_reuse(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    """Right: notebook 07's Chat.ask applied to the task: keep what the generator holds in common with prefix +
+    question (the question's first tokens, <|im_start|>user, may be shared too), rewind to there, append the rest."""
+    prefix = [int(t) for t in generator.get_sequence(0)[:prefix_len]]
+    answers = []
+    for question in questions_ids:
+        target = prefix + [int(t) for t in question]
+        held = [int(t) for t in generator.get_sequence(0)]
+        keep = next((n for n, (a, b) in enumerate(zip(held, target)) if a != b), min(len(held), len(target)))
+        if keep < len(held):
+            generator.rewind_to(keep)
+        generator.append_tokens(np.array(target[keep:], dtype=np.int32))
+        answers.append(decode_steps(generator, max_new_tokens))
+    return answers
+
+
+def argmax_by_hand(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    """Right: greedy by hand, the most likely token read from the logits and appended."""
+    answers = []
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)
+        generator.append_tokens(question)
+        ids = []
+        while len(ids) < max_new_tokens:
+            token = int(np.argmax(generator.get_logits()[0, -1]))
+            ids.append(token)
+            if token in tokenizer.eos_token_ids:
+                break
+            generator.append_tokens(np.array([token], dtype=np.int32))
+        answers.append(ids)
+    return answers
+
+
+@pytest.mark.parametrize("right", [ex07.answer_each, rewind_after_each_answer, read_back_from_the_sequence,
+                                   notebook_chat_reuse, argmax_by_hand],
+                         ids=["solution", "rewind-after", "counted-loop", "notebook-chat-reuse", "argmax-by-hand"])
 def test_07_2_accepts_right_answers(right):
     accepted("07.2", right)
 
@@ -114,15 +148,105 @@ def budget_ignored(generator, tokenizer, prefix_len, questions_ids, max_new_toke
     return ex07.answer_each(generator, tokenizer, prefix_len, questions_ids, 2 * max_new_tokens)
 
 
-@pytest.mark.parametrize("wrong, named", [
-    (no_rewind, "rewind_to(prefix_len) first"),
-    (prefix_appended_again, "holds it twice"),
-    (rewind_to_zero, "below prefix_len"),
-    (new_generator_each_time, "instead of a new generator"),
-    (one_token_short, "you stopped too early"),
-    (budget_ignored, "at most max_new_tokens="),
-], ids=["no-rewind", "prefix-twice", "rewind-to-zero", "new-generators", "one-token-short", "budget"])
-def test_07_2_names_the_mistake(wrong, named):
+def with_question_tokens(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    """Returns the sequence after the prefix: the question's tokens, then the answer."""
+    answers = []
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)
+        generator.append_tokens(question)
+        decode_steps(generator, max_new_tokens)
+        answers.append(generator.get_sequence(0)[prefix_len:].tolist())   # mistake: the question is in there
+    return answers
+
+
+def one_list_object(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    answers, ids = [], []                              # mistake: one list for every answer
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)
+        generator.append_tokens(question)
+        ids.clear()
+        while not generator.is_done() and len(ids) < max_new_tokens:
+            generator.generate_next_token()
+            ids.append(int(generator.get_next_tokens()[0]))
+        answers.append(ids)
+    return answers
+
+
+def list_never_emptied(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    answers, ids = [], []                              # mistake: each answer goes on from the previous one's tokens
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)
+        generator.append_tokens(question)
+        for _ in range(max_new_tokens):
+            if generator.is_done():
+                break
+            generator.generate_next_token()
+            ids.append(int(generator.get_next_tokens()[0]))
+        answers.append(list(ids))
+    return answers
+
+
+def all_questions_at_once(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    generator.append_tokens(np.concatenate(questions_ids))   # mistake: every question in one go
+    return [decode_steps(generator, max_new_tokens) for _ in questions_ids]
+
+
+def decoded_text(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    return [tokenizer.decode(ids) for ids in ex07.answer_each(generator, tokenizer, prefix_len, questions_ids,
+                                                              max_new_tokens)]
+
+
+def first_answer_only(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    return ex07.answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)[0]
+
+
+def second_best_token(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    """Not greedy: picks the runner-up token from the logits (the generator then goes on from that one)."""
+    answers = []
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)
+        generator.append_tokens(question)
+        ids = []
+        while not generator.is_done() and len(ids) < max_new_tokens:
+            logits = generator.get_logits()[0, -1]
+            token = int(np.argsort(logits)[-2])
+            generator.append_tokens(np.array([token], dtype=np.int32))
+            ids.append(token)
+        answers.append(ids)
+    return answers
+
+
+# The exercise text's requirements, one wrong answer each, and what the feedback must say.
+REQUIREMENTS_07_2 = [
+    ("a function answer_each(...)", [[1, 2]], "expected your function answer_each"),
+    ("a list: one answer per question", first_answer_only, "expected a list of 3 answers"),
+    ("each answer a list of token ids", decoded_text, "expected a list of token ids"),
+    ("each answer a list of its own", one_list_object, "one and the same list object"),
+    ("only the answer's new tokens, not the question's", with_question_tokens, "starts with the question's own"),
+    ("each answer only its own new tokens", list_never_emptied, "starts with answer 1's tokens"),
+    ("each question on its own, after the prefix", all_questions_at_once, "one append_tokens call gave the generator all"),
+    ("as if that question were the only one", no_rewind, "rewind_to(prefix_len) first"),
+    ("reusing the generator given, not a new one", new_generator_each_time, "you made 3 new og.Generator"),
+    ("reusing its cache: the prefix not thrown away", rewind_to_zero, "below prefix_len"),
+    ("... nor appended again", prefix_appended_again, "holds it twice"),
+    ("at most max_new_tokens", budget_ignored, "at most max_new_tokens="),
+    ("the greedy answer, whole", one_token_short, "you stopped too early"),
+]
+
+
+@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_07_2, ids=[r[0] for r in REQUIREMENTS_07_2])
+def test_07_2_each_requirement_is_checked(requirement, wrong, named):
+    message = feedback("07.2", wrong)
+    assert named in message, message
+    if wrong not in (new_generator_each_time,):
+        assert "new generator" not in message and "og.Generator" not in message, message
+
+
+OTHER_MISTAKES_07_2 = [(second_best_token, "leave the greedy answer")]
+
+
+@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_07_2, ids=["runner-up-token"])
+def test_07_2_other_mistakes_are_named(wrong, named):
     assert named in feedback("07.2", wrong)
 
 
@@ -184,25 +308,113 @@ def large_max_length_and_own_count(model, tokenizer, prompt_ids, max_new_tokens,
     return out
 
 
-@pytest.mark.parametrize("right", [ex07.generate, decode_everything_each_step, large_max_length_and_own_count],
-                         ids=["solution", "decode-whole", "own-count"])
+def notebook_loop_as_numpy(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    """Right: notebook 07's section-3 loop (token stream, answer_ids) with the budget in max_length and a stop test
+    on the streamed text; returns a numpy array read back from the generator's sequence."""
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt_ids)
+    stream, text = tokenizer.create_stream(), ""
+    while not generator.is_done():
+        generator.generate_next_token()
+        text += stream.decode(int(generator.get_next_tokens()[0]))
+        if stop is not None and stop in text:
+            break
+    sequence = generator.get_sequence(0)
+    new = sequence[len(prompt_ids):]
+    last = int(generator.get_next_tokens()[0])
+    return new if len(new) and new[-1] == last else np.append(new, last)   # get_sequence may leave out the last
+
+
+@pytest.mark.parametrize("right", [ex07.generate, decode_everything_each_step, large_max_length_and_own_count,
+                                   notebook_loop_as_numpy],
+                         ids=["solution", "decode-whole", "own-count", "notebook-loop-numpy"])
 def test_07_3_accepts_right_answers(right):
     accepted("07.3", right)
 
 
-@pytest.mark.parametrize("wrong, named", [
-    (generate_variant(stop_test="last-token"), "spans several tokens or ends inside one"),
-    (generate_variant(stop_test="endswith"), "ends inside one"),
-    (generate_variant(stop_test="prompt-too"), "the prompt does"),
-    (generate_variant(keep_eos=False), "the end-of-turn token: keep it"),
-    (generate_variant(max_length=lambda prompt, new: new), "max_length counts prompt plus answer"),
-    (generate_variant(max_length=lambda prompt, new: prompt + new - 1), "max_length counts prompt plus answer"),
-    (generate_variant(max_length=lambda prompt, new: prompt + new + 1), "at most max_new_tokens"),
-    (generate_variant(sample=True), "greedy means do_sample=False"),
-], ids=["stop-on-last-token", "stop-endswith", "stop-searched-in-prompt", "end-of-turn-dropped",
-        "max-length-without-prompt", "off-by-one", "one-too-many", "sampled"])
-def test_07_3_names_the_mistake(wrong, named):
+def stop_without_default(model, tokenizer, prompt_ids, max_new_tokens, stop):
+    return ex07.generate(model, tokenizer, prompt_ids, max_new_tokens, stop)   # mistake: stop is not optional
+
+
+def returns_text(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    return tokenizer.decode(ex07.generate(model, tokenizer, prompt_ids, max_new_tokens, stop))
+
+
+def whole_sequence(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    return list(prompt_ids) + ex07.generate(model, tokenizer, prompt_ids, max_new_tokens, stop)
+
+
+def stop_token_dropped(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    """Stops at the stop text but leaves out the token that completed it."""
+    ids = ex07.generate(model, tokenizer, prompt_ids, max_new_tokens, stop)
+    return ids[:-1] if stop is not None and stop in tokenizer.decode(ids) else ids
+
+
+def stop_checked_every_other_token(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt_ids)
+    out = []
+    while not generator.is_done():
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+        if stop and len(out) % 2 == 0 and stop in tokenizer.decode(out):   # mistake: looks every second token
+            break
+    return out
+
+
+def fixed_loop_without_is_done(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt_ids)
+    out = []
+    for _ in range(max_new_tokens):                    # mistake: goes on after the end-of-turn token
+        generator.generate_next_token()
+        out.append(int(generator.get_next_tokens()[0]))
+        if stop and stop in tokenizer.decode(out):
+            break
+    return out
+
+
+# The exercise text's requirements, one wrong answer each, and what the feedback must say.
+REQUIREMENTS_07_3 = [
+    ("a function generate(...)", [1, 2, 3], "expected your function generate"),
+    ("stop is optional (stop=None)", stop_without_default, "stop is optional"),
+    ("returns token ids", returns_text, "expected the new token ids (a list of ints), got text"),
+    ("only the new token ids", whole_sequence, "expected only the new tokens"),
+    ("greedy", generate_variant(sample=True), "leave the greedy answer"),
+    ("the end-of-turn token included if it comes", generate_variant(keep_eos=False), "the end-of-turn token: keep it"),
+    ("at most max_new_tokens", generate_variant(max_length=lambda prompt, new: prompt + new + 1),
+     "at most max_new_tokens"),
+    ("max_length: prompt plus max_new_tokens", generate_variant(max_length=lambda prompt, new: new),
+     "max_length counts prompt plus answer"),
+    ("a stop text spanning several tokens", generate_variant(stop_test="last-token"), "spans several tokens"),
+    ("a stop text ending inside a token", generate_variant(stop_test="endswith"), "ends inside one"),
+    ("the stop text looked for in the answer only", generate_variant(stop_test="prompt-too"), "the prompt does"),
+    ("stops right after the token completing stop", stop_checked_every_other_token, "you went on after the end"),
+    ("... that token included", stop_token_dropped, "you stopped too early"),
+]
+
+
+@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_07_3, ids=[r[0] for r in REQUIREMENTS_07_3])
+def test_07_3_each_requirement_is_checked(requirement, wrong, named):
     assert named in feedback("07.3", wrong)
+
+
+OTHER_MISTAKES_07_3 = [
+    (generate_variant(max_length=lambda prompt, new: prompt + new - 1), "max_length counts prompt plus answer"),
+    (fixed_loop_without_is_done, ("it raised", "you went on after the end")),
+]
+
+
+@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_07_3, ids=["off-by-one", "no-is-done"])
+def test_07_3_other_mistakes_are_named(wrong, named):
+    message = feedback("07.3", wrong)
+    assert any(n in message for n in ((named,) if isinstance(named, str) else named)), message
 
 
 def test_07_3_stop_cases_defeat_the_wrong_stop_tests():

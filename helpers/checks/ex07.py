@@ -63,8 +63,8 @@ def _differs(tokenizer, got, want, label, eos) -> None:
                     "stopped too early")
     first = next((k for k, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
     yours = tokenizer.decode(got[first:first + 4])
-    raise Wrong(f"on {label}: your tokens leave the greedy answer at new token {first} (yours go on with "
-                f"{yours!r}): greedy means do_sample=False, and the generator must hold exactly the prompt")
+    raise Wrong(f"on {label}: your tokens leave the greedy answer to that prompt alone at new token {first} (yours "
+                f"go on with {yours!r})")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -88,52 +88,93 @@ class Recorder:
         return call
 
 
-ROUNDS = [  # (system prompt, questions, max_new_tokens)
+ROUNDS = [  # (system prompt, questions, range of max_new_tokens): the order and the budget drawn at every check
     ("You are a helpful assistant for travellers. Answer in one or two short sentences. Be precise about places, "
      "dates and names. If you do not know, say so. Never invent prices.",
-     ("What is the capital of Italy?", "Which river flows through Paris?", "What is the Louvre?"), 24),
+     ("What is the capital of Italy?", "Which river flows through Paris?", "What is the Louvre?"), (20, 27)),
     ("You are a patient cooking teacher. Keep every answer short and practical, and mention one common mistake.",
-     ("How do I boil an egg?", "Why does bread rise?"), 7),
+     ("How do I boil an egg?", "Why does bread rise?"), (5, 10)),
 ]
+
+
+def _run_answer_each(answer, model, tokenizer, prefix, questions, max_new, what):
+    """The learner's function on a generator that holds ``prefix``: (its answer, the generator's recorded calls,
+    how many generators the learner made with ``og.Generator``)."""
+    import numpy as np
+    import onnxruntime_genai as og
+    from unittest import mock
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=1024, do_sample=False)
+    generator = Recorder(og.Generator(model, params))
+    generator.append_tokens(np.array(prefix, dtype=np.int32))
+    generator.calls.clear()
+    made, real = [], og.Generator
+
+    def counted(*args, **kwargs):  # og.Generator as the learner calls it: counted, then the real one
+        made.append(args)
+        return real(*args, **kwargs)
+    try:
+        with mock.patch.object(og, "Generator", counted):
+            got = answer(generator, tokenizer, len(prefix), [np.array(q, dtype=np.int32) for q in questions], max_new)
+    except Exception as err:  # whatever the learner's function raises is reported, not hidden
+        raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
+    return got, generator.calls, len(made)
 
 
 def check_answer_each(answer):
     import numpy as np
-    import onnxruntime_genai as og
 
     require_callable(answer, "answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)")
     model, tokenizer = smollm()
     eos = {int(t) for t in tokenizer.eos_token_ids}
-    details = []
-    for system, questions, max_new in ROUNDS:
+    rng, details = np.random.default_rng(), []
+    for system, questions, budget in ROUNDS:
+        questions, max_new = [questions[i] for i in rng.permutation(len(questions))], int(rng.integers(*budget))
         prefix = prompt_ids(tokenizer, [{"role": "system", "content": system}], add_generation_prompt=False)
         full = [prompt_ids(tokenizer, [{"role": "system", "content": system}, {"role": "user", "content": q}])
                 for q in questions]
+        asked = [ids[len(prefix):] for ids in full]
         wants = [greedy(model, ids, max_new) for ids in full]  # a fresh generator per question: no shared cache
-        params = og.GeneratorParams(model)
-        params.set_search_options(max_length=1024, do_sample=False)
-        generator = Recorder(og.Generator(model, params))
-        generator.append_tokens(np.array(prefix, dtype=np.int32))
-        generator.calls.clear()
         what = f"{len(questions)} questions after a {len(prefix)}-token system prompt, max_new_tokens={max_new}"
-        try:
-            got = answer(generator, tokenizer, len(prefix),
-                         [np.array(ids[len(prefix):], dtype=np.int32) for ids in full], max_new)
-        except Exception as err:  # whatever the learner's function raises is reported, not hidden
-            raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
+        got, calls, made = _run_answer_each(answer, model, tokenizer, prefix, asked, max_new, what)
         if not isinstance(got, (list, tuple)) or len(got) != len(questions):
-            raise Wrong(f"expected a list of {len(questions)} answers (lists of token ids) for {what}, got {got!r:.80}")
+            shape = (f"a list of {len(got)} items" if isinstance(got, (list, tuple)) else type(got).__name__)
+            raise Wrong(f"expected a list of {len(questions)} answers (lists of token ids) for {what}, got {shape}")
+        same = [(i, j) for i in range(len(got)) for j in range(i) if got[i] is got[j]]
+        if same:
+            raise Wrong(f"on {what}: answers {same[0][1] + 1} and {same[0][0] + 1} are one and the same list object; "
+                        "each answer is a list of its own")
         got = [_ids(g, f"answer {i + 1}") for i, g in enumerate(got)]
-        steps = sum(1 for name, _, _ in generator.calls if name == "generate_next_token")
-        if steps < sum(map(len, got)):
-            raise Wrong(f"on {what}: expected every answer to come from the generator you were given (it holds the "
-                        f"prefix's KV cache); it made {steps} decode steps for {sum(map(len, got))} answer tokens: "
-                        "rewind_to(prefix_len) and append_tokens the question there, instead of a new generator")
-        below = [n for name, _, n in generator.calls if name == "rewind_to" and n < len(prefix)]
+        for i, (g, q) in enumerate(zip(got, asked)):
+            for label, ask in (("the prefix and the question", prefix + q), ("the question", q)):
+                if len(g) > len(ask) and g[:len(ask)] == ask:
+                    raise Wrong(f"on {what}: answer {i + 1} starts with {label}'s own tokens; expected only the new "
+                                "tokens")
+        rewound = sum(1 for name, _, _ in calls if name == "rewind_to")
+        for i in range(1, len(got)):  # the answers of a generator rewound between questions that still pile up
+            if rewound and got[i - 1] and len(got[i]) > len(got[i - 1]) and got[i][:len(got[i - 1])] == got[i - 1]:
+                raise Wrong(f"on {what}: answer {i + 1} starts with answer {i}'s tokens: each answer holds only its "
+                            "own new tokens")
+        appends = [(held, [int(t) for t in ids]) for name, held, ids in calls if name == "append_tokens"]
+        together = [len(ids) for _, ids in appends if len(questions) > 1 and
+                    any(ids[k:k + sum(map(len, asked))] == sum(asked, []) for k in range(len(ids) - 1))]
+        if together:
+            raise Wrong(f"on {what}: one append_tokens call gave the generator all {len(questions)} questions "
+                        f"({together[0]} tokens); expected each question appended after the prefix on its own, as if "
+                        "it were the only one")
+        steps = sum(1 for name, _, _ in calls if name == "generate_next_token") + sum(  # and tokens picked by hand
+            len(ids) for _, ids in appends if ids not in asked and ids[:len(prefix)] != prefix)
+        if made:
+            raise Wrong(f"on {what}: you made {made} new og.Generator(s); expected every answer from the generator "
+                        "you were given, which holds the prefix's KV cache (rewind_to, section 5)")
+        if steps < sum(map(len, got)) - len(got):  # a token picked by hand last in an answer need not be fed
+            raise Wrong(f"on {what}: your answers hold {sum(map(len, got))} tokens, but the generator you were given "
+                        f"made {steps} decode steps: expected every answer to come from that generator")
+        below = [n for name, _, n in calls if name == "rewind_to" and n < len(prefix)]
         if below:
             raise Wrong(f"on {what}: you rewound to {below[0]} tokens, below prefix_len={len(prefix)}: that throws "
-                        "away the prefix's cache you were asked to reuse; rewind_to(prefix_len)")
-        appends = [(held, [int(t) for t in ids]) for name, held, ids in generator.calls if name == "append_tokens"]
+                        "away the prefix's cache you were asked to reuse")
         for i, (g, want) in enumerate(zip(got, wants)):
             g, want = [ids[:-1] if ids and ids[-1] in eos else ids for ids in (g, want)]  # end-of-turn: either way
             if g == want:
@@ -144,7 +185,7 @@ def check_answer_each(answer):
             if any(ids[:len(prefix)] == prefix for _, ids in appends):
                 raise Wrong(f"on {label}: you appended the prefix again, so the generator holds it twice: it is "
                             "already in the cache, append only the question's tokens")
-            if any(held > len(prefix) for held, _ in appends):
+            if any(held > len(prefix) and ids in asked for held, ids in appends):
                 raise Wrong(f"on {label}: you appended a question while the generator held more than the prefix "
                             "(earlier questions and answers were still there): rewind_to(prefix_len) first")
             _differs(tokenizer, g, want, label, eos)
@@ -183,7 +224,7 @@ def check_generate(answer):
                    for q in ("Give three tips for staying healthy.", "What is the capital of Spain?"))
     cases = [  # (prompt, what, max_new_tokens, stop)
         (spain, "the Spain question", 60, None),                            # ends with the end-of-turn token
-        (tips, "the tips question", 12, None),                              # ends at the token budget
+        (tips, "the tips question", int(np.random.default_rng().integers(9, 15)), None),  # ends at the budget
         (tips, "the tips question", 100, "\n\n2."),                         # a stop spanning several tokens
         (tips, "the tips question", 40, "healthy"),                         # a stop that is in the prompt too
         (spain, "the Spain question", 60, stop_inside_a_token(model, tokenizer, spain)),  # ends inside a token
@@ -191,12 +232,18 @@ def check_generate(answer):
     details = []
     for ids, question, max_new_tokens, stop in cases:
         what = f"{question} with max_new_tokens={max_new_tokens}, stop={stop!r}"
+        args = (model, tokenizer, np.array(ids, dtype=np.int32), max_new_tokens) + (() if stop is None else (stop,))
         try:
-            got = answer(model, tokenizer, np.array(ids, dtype=np.int32), max_new_tokens, stop)
+            got = answer(*args)  # without a stop text, called as the task writes it: stop=None by default
         except Exception as err:  # whatever the learner's function raises is reported, not hidden
             hint = (" (max_length counts prompt plus answer: len(prompt_ids) + max_new_tokens)"
-                    if "max length" in str(err).lower() or "max_length" in str(err).lower() else "")
+                    if "max length" in str(err).lower() or "max_length" in str(err).lower() else
+                    " (stop is optional: the task's signature has stop=None)" if stop is None and "stop" in str(err)
+                    else "")
+            what = what if stop is not None else f"{question} with max_new_tokens={max_new_tokens} and no stop"
             raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}{hint}") from err
+        if isinstance(got, str):
+            raise Wrong(f"on {what}: expected the new token ids (a list of ints), got text")
         got = _ids(got, what)
         want = greedy(model, ids, max_new_tokens, stop, tokenizer)
         stopped = stop is not None and stop in tokenizer.decode(want)
