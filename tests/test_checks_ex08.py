@@ -240,7 +240,7 @@ def test_08_2_each_requirement_is_checked(requirement, wrong, named):
 OTHER_MISTAKES_08_2 = [  # (wrong answer, what the feedback says)
     (median_over_files, ("one file's time", "differs: too")),   # an odd number of files: one file's time
     (mean_per_kernel, "differs: too"),
-    (single_digit_pattern, "missing [10, 11"),
+    (single_digit_pattern, "missing [10"),
     (lambda files: ex08.time_per_layer(files[:1]), "one file's time"),
     (lambda files: 1 / 0, "ZeroDivisionError"),
 ]
