@@ -83,7 +83,7 @@ def unscaled(session, images):
 @pytest.mark.parametrize("answer, named", [
     (hard_coded_contract, ["float16 copy whose input is 'pixel'", "session.get_inputs()[0].name"]),
     (names_read_dtype_hard_coded, ["float16 copy", "session.get_inputs()[0].type"]),
-    (layout_hard_coded, ["flat float64 input", "layout"]),
+    (layout_hard_coded, ["a float32 copy with a flat input", "layout"]),
     (output_name_hard_coded, ["float16 copy", "session.get_outputs()[0].name"]),
     (unscaled, ["differ from the model's own", "uint8 / 255"]),
     (lambda session, images: classify(session, images).astype(np.float32), ["integer label"]),
@@ -91,6 +91,123 @@ def unscaled(session, images):
 ])
 def test_classify_names_the_mistake(answer, named):
     assert_names(check("03.1", answer), *named)
+
+
+DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+
+
+def _fed(spec, pixels):
+    """``pixels`` [N, 28, 28] in the input's layout and element type (what a right answer feeds)."""
+    return pixels.reshape(len(pixels), *spec.shape[1:]).astype(DTYPES[spec.type])
+
+
+def float32_or_float16(session, images):  # float64 not handled
+    spec = session.get_inputs()[0]
+    dtype = np.float16 if spec.type == "tensor(float16)" else np.float32
+    feed = (images / 255.0).reshape(len(images), *spec.shape[1:]).astype(dtype)
+    return session.run(None, {spec.name: feed})[0].argmax(1)
+
+
+def four_dimensional_only(session, images):  # NCHW or NHWC, never flat
+    spec = session.get_inputs()[0]
+    pixels = (images / 255.0)[..., None] if spec.shape[-1] == 1 else (images / 255.0)[:, None]
+    return session.run(None, {spec.name: pixels.astype(DTYPES[spec.type])})[0].argmax(1)
+
+
+def nchw_or_flat(session, images):  # a rank-4 input is always [N, 1, 28, 28]
+    spec = session.get_inputs()[0]
+    pixels = (images / 255.0).reshape(len(images), 1, 28, 28) if len(spec.shape) == 4 else \
+        (images / 255.0).reshape(len(images), 784)
+    return session.run(None, {spec.name: pixels.astype(DTYPES[spec.type])})[0].argmax(1)
+
+
+def notebook_01_file(session, images):  # the session is ignored: notebook 01's file, opened again
+    import onnxruntime as ort
+
+    from helpers.notebooks import require_artifact
+
+    own = ort.InferenceSession(require_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
+    return own.run(None, {"image": _scaled(images)})[0].argmax(1)
+
+
+# The text of 03.1, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+REQUIREMENTS_03_1 = [
+    ("a function classify(session, images_uint8)", "classify.py", "expected your function"),
+    ("the input name read from the session", hard_coded_contract, "read the input name from session.get_inputs()"),
+    ("the output name read from the session", output_name_hard_coded, "session.get_outputs()[0].name"),
+    ("element type tensor(float16)", names_read_dtype_hard_coded, "float16 copy"),
+    ("element type tensor(double)", float32_or_float16, "a float64 copy [batch, 1, 28, 28]"),
+    ("layout flat [N, 784]", four_dimensional_only, "a float32 copy with a flat input"),
+    ("layout [N, 28, 28, 1]", nchw_or_flat, "a channels-last copy"),
+    ("pixels scaled to 0..1", unscaled, "uint8 / 255"),
+    ("integer labels", lambda session, images: classify(session, images).astype(np.float32), "integer label"),
+    ("one label per image", lambda session, images: classify(session, images)[:-1], "some images got no label"),
+    ("the session given (its weights)", notebook_01_file, "labels of notebook 01's file"),
+]
+
+
+def swapped_axes(session, images):  # channels last by swapping height and width instead of adding an axis
+    spec = session.get_inputs()[0]
+    pixels = images / 255.0
+    if spec.shape[1:] == [28, 28, 1]:
+        pixels = pixels.transpose(0, 2, 1)
+    return session.run(None, {spec.name: _fed(spec, pixels)})[0].argmax(1)
+
+
+def mean_std(session, images):  # notebook 01's normalization, though the file does it inside
+    spec = session.get_inputs()[0]
+    return session.run(None, {spec.name: _fed(spec, (images / 255.0 - 0.1307) / 0.3081)})[0].argmax(1)
+
+
+def inverted(session, images):  # black digits on white
+    spec = session.get_inputs()[0]
+    return session.run(None, {spec.name: _fed(spec, 1 - images / 255.0)})[0].argmax(1)
+
+
+def no_float16_entry(session, images):  # a type table without float16: KeyError
+    spec = session.get_inputs()[0]
+    dtype = {"tensor(float)": np.float32, "tensor(double)": np.float64}[spec.type]
+    feed = (images / 255.0).reshape(len(images), *spec.shape[1:]).astype(dtype)
+    return session.run(None, {spec.name: feed})[0].argmax(1)
+
+
+def kept_dims(session, images):  # one column of labels
+    return classify(session, images)[:, None]
+
+
+def argmax_axis_0(session, images):
+    spec = session.get_inputs()[0]
+    return session.run(None, {spec.name: _fed(spec, images / 255.0)})[0].argmax(0)
+
+
+def whole_shape(session, images):  # the declared shape, 'batch' included
+    spec = session.get_inputs()[0]
+    feed = (images / 255.0).reshape(spec.shape).astype(DTYPES[spec.type])
+    return session.run(None, {spec.name: feed})[0].argmax(1)
+
+
+# My round of realistic wrong answers (issue 26): each refused, naming what differs
+OWN_ROUND_03_1 = [
+    ("height and width swapped for channels last", swapped_axes, "on a channels-last copy"),
+    ("normalized with MNIST's mean and std", mean_std, "differ from the model's own"),
+    ("inverted pixels", inverted, "differ from the model's own"),
+    ("no float16 entry in the type table", no_float16_entry, "raised KeyError"),
+    ("labels as a column [N, 1]", kept_dims, "one integer label per image"),
+    ("argmax over the images", argmax_axis_0, "expected one label for each of the 999 images, got 10"),
+    ("the declared shape with its 'batch'", whole_shape, "raised"),
+    ("notebook 01's file instead of the session", notebook_01_file, "labels of notebook 01's file"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_03_1, ids=[r[0] for r in REQUIREMENTS_03_1])
+def test_classify_each_requirement_is_checked(requirement, answer, message):
+    assert_names(check("03.1", answer), message)
+
+
+@pytest.mark.parametrize("what, answer, message", OWN_ROUND_03_1, ids=[r[0] for r in OWN_ROUND_03_1])
+def test_classify_own_round_is_refused(what, answer, message):
+    assert_names(check("03.1", answer), message)
 
 
 def test_classify_accepts_the_solution_and_leaves_onnx_out_of_the_kernel():
@@ -149,6 +266,89 @@ def test_shift_curve_says_direction_and_coarse_size_only(truth):
     feedback = check("03.2", left)
     assert_names(feedback, "1 px: too high, by less than 10 %", "5 px: too low, by more than 10 %")
     assert "0 px" not in feedback.message and "6 px" not in feedback.message
+    assert_hides(feedback, truth)
+
+
+def _curve(**kind):
+    """The 03.2 curve computed some other way: a wrong answer (kind: file, digits, shift direction, pixels)."""
+    import onnxruntime as ort
+
+    from helpers.checks.ex03 import shifted
+    from helpers.mnist import load_mnist
+    from helpers.notebooks import require_artifact
+
+    data = load_mnist()
+    session = ort.InferenceSession(require_artifact(kind.get("file", "mnist_mlp_pytorch.onnx")),
+                                   providers=["CPUExecutionProvider"])
+    x, y = (data.x_train[:10_000], data.y_train[:10_000]) if kind.get("train") else (data.x_test, data.y_test)
+    x, y = x[:kind.get("n", len(x))], y[:kind.get("n", len(y))]
+    curve = {}
+    for k in range(7):
+        moved = shifted(x, k)
+        if kind.get("left"):
+            moved = np.pad(x, ((0, 0), (0, 0), (0, k)))[:, :, k:]
+        if kind.get("diagonal"):
+            moved = shifted(shifted(x, k), k, axis=1)
+        pixels = moved[:, None].astype(np.float32) / (1.0 if kind.get("unscaled") else 255.0)
+        if kind.get("agreement"):  # compared with the unshifted digits' predictions instead of the labels
+            y = session.run(None, {"image": x[:, None].astype(np.float32) / 255.0})[0].argmax(1)
+        curve[k] = float((session.run(None, {"image": pixels})[0].argmax(1) == y).mean())
+    return curve
+
+
+# The text of 03.2, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it; ("curve", {...}) rows are computed by _curve when the test runs.
+REQUIREMENTS_03_2 = [
+    ("a dict {k: accuracy} for k = 0..6", ("truth", {6: None}), "missing [6]"),
+    ("accuracies as fractions", ("truth", {"percent": True}), "fractions between 0 and 1"),
+    ("numbers", ("truth", {"str": True}), "expected a number"),
+    ("shifted to the right", ("roll-or-axis", {"axis": 1}), "shifted down"),
+    ("black comes in from the left, not np.roll", ("roll-or-axis", {"roll": True}), "np.roll"),
+    ("every test digit", ("curve", {"n": 1000}), "px: too"),
+    ("test digits", ("curve", {"train": True}), "px: too"),
+    ("the PyTorch file", ("curve", {"file": "mnist_mlp_keras.onnx"}), "px: too"),
+    ("each accuracy exact", ("truth", {"slip": 1}), "1 px: too high, by less than 10 %"),
+]
+
+OWN_ROUND_03_2 = [
+    ("shifted to the left", ("curve", {"left": True}), "px: too"),
+    ("shifted right and down", ("curve", {"diagonal": True}), "px: too"),
+    ("agreement with the unshifted predictions", ("curve", {"agreement": True}), "px: too"),
+    ("pixels left in 0..255", ("curve", {"unscaled": True}), "px: too"),
+    ("error rates instead of accuracies", ("truth", {"error": True}), "px: too"),
+    ("formatted strings", ("truth", {"str": True}), "expected a number"),
+    ("shifts 1..7", ("truth", {"one-based": True}), "missing [0]"),
+]
+
+
+def curve_answer(spec, truth):
+    """The answer a row of the tables above stands for."""
+    how, kind = spec
+    if how == "curve":
+        return _curve(**kind)
+    if how == "roll-or-axis":
+        return shift_accuracies(**kind)
+    answer = dict(truth)
+    if 6 in kind:
+        del answer[6]
+    if kind.get("percent"):
+        answer = {k: 100 * v for k, v in answer.items()}
+    if kind.get("str"):
+        answer = {k: f"{v:.4f}" for k, v in answer.items()}
+    if kind.get("slip"):
+        answer[kind["slip"]] += 0.002
+    if kind.get("error"):
+        answer = {k: 1 - v for k, v in answer.items()}
+    if kind.get("one-based"):
+        answer = {k + 1: v for k, v in answer.items()}
+    return answer
+
+
+@pytest.mark.parametrize("requirement, spec, message", REQUIREMENTS_03_2 + OWN_ROUND_03_2,
+                         ids=[r[0] for r in REQUIREMENTS_03_2 + OWN_ROUND_03_2])
+def test_shift_curve_each_requirement_is_checked(requirement, spec, message, truth):
+    feedback = check("03.2", curve_answer(spec, truth))
+    assert not feedback.ok and message in feedback.message, feedback.message
     assert_hides(feedback, truth)
 
 
@@ -214,11 +414,113 @@ def no_padding(session, images):
 
 
 @pytest.mark.parametrize("answer, named", [
-    (classify, ["fixed to 32", "fixed number of images per run"]),
-    (chunks_of(32), ["fixed to 5", "read the batch size from session.get_inputs()[0].shape[0]"]),
+    (classify, ["fixed to 32", "exactly 32 images per run", "a run had 999"]),
+    (chunks_of(32), ["fixed to 5", "read from session.get_inputs()[0].shape[0]"]),
     (drops_last_batch, ["999 images, got 992", "some images got no label"]),
     (keeps_padding_labels, ["999 images, got 1024", "labels of the padding"]),
     (no_padding, ["fixed to 32", "the last batch has fewer images: pad it"]),
 ])
 def test_batches_names_the_mistake(answer, named):
     assert_names(check("03.3", answer), *named)
+
+
+def padded_all_at_once(session, images):  # pads to a multiple of the size, then one run
+    size = session.get_inputs()[0].shape[0]
+    if not isinstance(size, int):
+        return classify(session, images)
+    padded = np.concatenate([images, np.zeros((-len(images) % size, 28, 28), np.uint8)])
+    return classify(session, padded)[:len(images)]
+
+
+def int_of_the_batch(session, images):  # int('batch') on a dynamic batch
+    size = int(session.get_inputs()[0].shape[0])
+    return np.concatenate([classify(session, images[s:s + size]) for s in range(0, len(images), size)])
+
+
+def image_hard_coded_in_batches(session, images):  # the batch size read, the names not
+    size = session.get_inputs()[0].shape[0]
+    size = size if isinstance(size, int) else len(images)
+    padded = np.concatenate([images, np.zeros((-len(images) % size, 28, 28), np.uint8)])
+    runs = [session.run(None, {"image": _scaled(padded[s:s + size])})[0] for s in range(0, len(padded), size)]
+    return np.concatenate(runs).argmax(1)[:len(images)]
+
+
+def notebook_01_file_in_batches(session, images):  # the session is ignored
+    return notebook_01_file(session, images)
+
+
+# The text of 03.3, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+REQUIREMENTS_03_3 = [
+    ("a function classify_in_batches(session, images_uint8)", "batches.py", "expected your function"),
+    ("the batch size read from the session", chunks_of(32), "this model takes exactly 5 images per run"),
+    ("batches of exactly that size", padded_all_at_once, "a run had 1024"),
+    ("the last batch padded", no_padding, "the last batch has fewer images: pad it"),
+    ("one label per image (no padding labels)", keeps_padding_labels, "labels of the padding"),
+    ("every image labelled", drops_last_batch, "some images got no label"),
+    ("a dynamic batch (a str) works", int_of_the_batch, "the PyTorch file (dynamic batch"),
+    ("names read from the session, like classify", image_hard_coded_in_batches, "read the input name"),
+    ("the session given (its weights)", notebook_01_file_in_batches, "labels of notebook 01's file"),
+]
+
+
+def reversed_batches(session, images):
+    size = session.get_inputs()[0].shape[0]
+    if not isinstance(size, int):
+        return classify(session, images)
+    padded = np.concatenate([images, np.zeros((-len(images) % size, 28, 28), np.uint8)])
+    runs = [classify(session, padded[s:s + size]) for s in range(0, len(padded), size)]
+    return np.concatenate(runs[::-1])[:len(images)]
+
+
+def last_batch_only(session, images):  # the result overwritten in the loop
+    size = session.get_inputs()[0].shape[0]
+    if not isinstance(size, int):
+        return classify(session, images)
+    padded = np.concatenate([images, np.zeros((-len(images) % size, 28, 28), np.uint8)])
+    for s in range(0, len(padded), size):
+        labels = classify(session, padded[s:s + size])
+    return labels
+
+
+def shape_one_as_size(session, images):  # the wrong axis of the shape
+    size = session.get_inputs()[0].shape[1]
+    padded = np.concatenate([images, np.zeros((-len(images) % size, 28, 28), np.uint8)])
+    return np.concatenate([classify(session, padded[s:s + size]) for s in range(0, len(padded), size)])[:len(images)]
+
+
+def fixed_size_for_dynamic_too(session, images):  # batches of 32 even where the batch is dynamic
+    size = session.get_inputs()[0].shape[0]
+    size = size if isinstance(size, int) else 32
+    return chunks_of(size)(session, images)
+
+
+# My round of realistic wrong answers (issue 26): each refused, naming what differs
+OWN_ROUND_03_3 = [
+    ("everything padded, one run", padded_all_at_once, "a run had 1024"),
+    ("int() of a dynamic batch", int_of_the_batch, "raised ValueError"),
+    ("notebook 01's file instead of the session", notebook_01_file_in_batches, "labels of notebook 01's file"),
+    ("batches concatenated in reverse", reversed_batches, "differ from the model's own"),
+    ("only the last batch's labels kept", last_batch_only, "expected one label for each of the 999 images, got 32"),
+    ("shape[1] read as the batch size", shape_one_as_size, "this model takes exactly 32 images per run"),
+    ("the input name hard-coded", image_hard_coded_in_batches, "read the input name"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_03_3, ids=[r[0] for r in REQUIREMENTS_03_3])
+def test_batches_each_requirement_is_checked(requirement, answer, message):
+    assert_names(check("03.3", answer), message)
+
+
+@pytest.mark.parametrize("what, answer, message", OWN_ROUND_03_3, ids=[r[0] for r in OWN_ROUND_03_3])
+def test_batches_own_round_is_refused(what, answer, message):
+    assert_names(check("03.3", answer), message)
+
+
+def test_batches_accepts_fixed_batches_for_a_dynamic_batch_too():
+    assert check("03.3", fixed_size_for_dynamic_too).ok
+
+
+def as_answer(exercise, entry, tmp_path):
+    """The answer a table row stands for (03.2's rows are computed curves); used by the before/after count."""
+    return curve_answer(entry, shift_accuracies()) if exercise == "03.2" else entry

@@ -48,12 +48,16 @@ def faint(rgb):  # relative to the paper, but not scaled: a full stroke is far b
     return ex04.ink(rgb) * 0.6
 
 
+def binarized(rgb):  # ink or no ink: right too (the text asks 0 on paper, about 1 on strokes, nothing between)
+    return (ex04.ink(rgb) > 0.5).astype(float)
+
+
 def square_only(rgb):  # assumes the handed-out 196 x 196 drawings
     return ex04.ink(rgb.reshape(196, 196, 3))
 
 
-@pytest.mark.parametrize("answer", [ex04.ink, ink_by_projection, ink_by_channel],
-                         ids=["solution", "projection", "per-channel"])
+@pytest.mark.parametrize("answer", [ex04.ink, ink_by_projection, ink_by_channel, binarized],
+                         ids=["solution", "projection", "per-channel", "binarized"])
 def test_04_1_correct_answers_pass(answer):
     feedback = check("04.1", answer)
     assert feedback.ok, feedback.message
@@ -63,7 +67,7 @@ def test_04_1_correct_answers_pass(answer):
     (against_white, "the bounding box is the whole page"),
     (yellow_paper_hard_coded, "measure ink from this drawing's own paper colour"),
     (dark_ink_only, "of the bare paper reaches the ink threshold"),  # ink and paper of similar greys
-    (grey_as_ink, "yours is inverted"),
+    (grey_as_ink, "more ink on the paper than on the strokes"),
     (faint, "a full stroke should be about 1"),
     (lambda rgb: (255 * ex04.ink(rgb)).astype(np.uint8), "finite ink value in 0..1"),
     (lambda rgb: ex04.ink(rgb)[:, :, None], "per pixel"),
@@ -83,6 +87,84 @@ def test_04_1_judges_on_drawings_it_did_not_hand_out():
     assert len({d.shape for d in fresh}) == 24 and (196, 196, 3) not in {d.shape for d in fresh}
     assert any("light ink on dark paper" in d for d in described)
     assert all(t.max() > 0.9 and t.shape == d.shape[:2] for d, t in zip(fresh, truths))
+
+
+# The text of 04.1, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+def darker_only(rgb):  # the colour distance, but only where the pixel is darker than the paper
+    gray = rgb.astype(float) @ GRAY
+    paper = np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]]))
+    return ex04.ink(rgb) * (gray <= paper + 8)
+
+
+REQUIREMENTS_04_1 = [
+    ("a function ink(rgb)", "ink.py", "expected your function"),
+    ("one value per pixel, [H, W]", lambda rgb: ex04.ink(rgb)[:, :, None], "per pixel"),
+    ("values in 0..1", lambda rgb: 255 * ex04.ink(rgb), "finite ink value in 0..1"),
+    ("0 on bare paper", against_white, "the bounding box is the whole page"),
+    ("paper of any colour", yellow_paper_hard_coded, "measure ink from this drawing's own paper colour"),
+    ("about 1 on a full stroke", faint, "a full stroke should be about 1"),
+    ("ink, not paper, is 1", grey_as_ink, "more ink on the paper than on the strokes"),
+    ("light ink on dark paper too", darker_only, "light ink on dark paper"),
+    ("any size", square_only, "raised ValueError"),
+]
+
+
+def red_only(rgb):  # one channel: blind where ink and paper share their red
+    red = rgb[..., 0].astype(float)
+    paper = np.median(np.concatenate([red[0], red[-1], red[:, 0], red[:, -1]]))
+    change = np.abs(red - paper)
+    return np.clip(change / max(change.max(), 1e-6), 0, 1)
+
+
+def paper_from_the_centre(rgb):  # the centre pixel as paper: it is often a stroke
+    pixels = rgb.astype(float)
+    distance = np.linalg.norm(pixels - pixels[len(pixels) // 2, pixels.shape[1] // 2], axis=-1)
+    return np.clip(distance / max(distance.max(), 1e-6), 0, 1)
+
+
+def absolute_distance(rgb):  # distance to the paper over the largest possible distance, not this drawing's
+    pixels = rgb.astype(float)
+    border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    return np.linalg.norm(pixels - np.median(border, axis=0), axis=-1) / np.sqrt(3 * 255 ** 2)
+
+
+def transposed(rgb):  # [W, H]
+    return ex04.ink(rgb).T
+
+
+def mean_colour_paper(rgb):  # the mean colour of the whole drawing as paper (strokes pull it)
+    pixels = rgb.astype(float)
+    distance = np.linalg.norm(pixels - pixels.reshape(-1, 3).mean(0), axis=-1)
+    return np.clip(distance / np.percentile(distance, 99.5), 0, 1)
+
+
+def absolute_grey_difference(rgb):  # |grey - paper grey|: blind where ink and paper have similar greys
+    gray = rgb.astype(float) @ GRAY
+    change = np.abs(gray - np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])))
+    return np.clip(change / max(np.percentile(change, 99.5), 1e-6), 0, 1)
+
+
+OWN_ROUND_04_1 = [
+    ("the red channel only", red_only, "on a "),
+    ("the centre pixel as paper", paper_from_the_centre, "on a "),
+    ("distance over the largest possible distance", absolute_distance, "a full stroke should be about 1"),
+    ("[W, H] instead of [H, W]", transposed, "per pixel"),
+    ("the mean colour as paper", mean_colour_paper, "on a "),
+    ("absolute grey difference", absolute_grey_difference, "on a "),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_04_1, ids=[r[0] for r in REQUIREMENTS_04_1])
+def test_04_1_each_requirement_is_checked(requirement, answer, message):
+    feedback = check("04.1", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("what, answer, message", OWN_ROUND_04_1, ids=[r[0] for r in OWN_ROUND_04_1])
+def test_04_1_own_round_is_refused(what, answer, message):
+    feedback = check("04.1", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 # --------------------------------------------------------------------------- 04.2 top 3 in JavaScript
@@ -175,10 +257,86 @@ FIRST_ONLY = ex04.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i
 SYNTAX_ERROR = ex04.TOP3.replace("const top3 = [];", "const top3 = [;")
 
 
+from helpers.paths import REPO_ROOT  # noqa: E402  (the scripts below name notebook 01's files)
+
+
 def script(tmp_path, text, name="top3.mjs"):
     path = tmp_path / name
     path.write_text(text)
     return path
+
+
+NOTEBOOK_01_FILE = NAMES_TYPED.replace("InferenceSession.create(modelPath)",
+                                      f"InferenceSession.create({str(REPO_ROOT / 'artifacts' / 'mnist_mlp_pytorch.onnx')!r})")
+NOTEBOOK_PIXELS = ex04.TOP3.replace("readFileSync(pixelsPath)",
+                                    f"readFileSync({str(REPO_ROOT / 'artifacts' / 'test_pixels.f32')!r})")
+INPUT_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"')
+OUTPUT_TYPED = ex04.TOP3.replace("session.outputNames[0]", '"logits"')
+NOT_JSON = ex04.TOP3.replace("console.log(JSON.stringify(top3));", "console.log(top3);")
+LABELS_KEY = ex04.TOP3.replace("top3.push({ digits,", "top3.push({ labels: digits,")
+TOP_TWO = ex04.TOP3.replace(".slice(0, 3)", ".slice(0, 2)")
+DIGITS_AS_STRINGS = ex04.TOP3.replace("top3.push({ digits,", "top3.push({ digits: digits.map(String),")
+PERCENT = ex04.TOP3.replace("exps[d] / total", "100 * exps[d] / total")
+
+# The text of 04.2, one requirement per row: a wrong answer (a script) breaking that requirement alone, and the
+# words of the feedback that name it.
+REQUIREMENTS_04_2 = [
+    ("the path of a script", None, "expected the path of your script"),
+    ("runs without error (exit 0)", SYNTAX_ERROR, "exited with 1: SyntaxError"),
+    ("the model given as first argument", NOTEBOOK_01_FILE, "top 3 of notebook 01's file, not of the model given"),
+    ("the pixels given as second argument", NOTEBOOK_PIXELS, "one entry per image (17), got a list of 10000"),
+    ("the input name read from the session", INPUT_TYPED, "with a copy with other tensor names"),
+    ("the output name read from the session", OUTPUT_TYPED, "with a copy with other tensor names"),
+    ("prints JSON", NOT_JSON, "expected JSON on standard output"),
+    ("one entry per image", FIRST_ONLY, "one entry per image (17), got a list of 1"),
+    ('entries {"digits", "probabilities"}', LABELS_KEY, 'expected entries {"digits": [...], "probabilities"'),
+    ("three digits each", TOP_TWO, "expected three digits and three probabilities per image"),
+    ("digits as numbers", DIGITS_AS_STRINGS, "expected digits as JSON integers"),
+    ("the three most probable digits", OFF_BY_ONE, "are not its three most probable"),
+    ("most probable first", ASCENDING, "in another order: expected the most probable first"),
+    ("probabilities, not logits", LOGITS, "equal the logits of those digits"),
+    ("probabilities in 0..1, not percent", PERCENT, "in percent"),
+    ("the softmax of that image's logits", WHOLE_BATCH, "softmax over the whole batch"),
+    ("each within 1e-4", ROUNDED, "differing from each image's softmax by more than 1e-4"),
+]
+
+
+def as_answer(exercise, entry, tmp_path):
+    """The answer a table row stands for (04.2's rows are script texts); used by the before/after count."""
+    if exercise != "04.2":
+        return entry
+    return "top3.mjs" if entry is None else script(tmp_path, entry)
+
+
+@pytest.mark.parametrize("requirement, text, message", REQUIREMENTS_04_2, ids=[r[0] for r in REQUIREMENTS_04_2])
+def test_04_2_each_requirement_is_checked(tmp_path, requirement, text, message):
+    from helpers.checks._common import test_images
+
+    feedback = check("04.2", as_answer("04.2", text, tmp_path))
+    assert not feedback.ok and message in feedback.message, feedback.message
+    images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)]
+    assert not any(str(row.tolist()) in feedback.message for row in reference_top3(images[:17])), feedback.message
+    assert "are they logits" not in feedback.message
+
+
+def reference_top3(images):
+    from helpers.checks._common import reference_logits
+
+    return np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
+
+
+def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
+    from helpers.checks._common import session, test_images, write_varied_copy
+    from helpers.notebooks import require_artifact
+
+    name_in, name_out, seed, _ = checks.TOP3_MODELS["a copy with other tensor names and other weights"]
+    copy = write_varied_copy(require_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,
+                             name_out, 0.8)
+    images = test_images(200)[0]
+    original, varied = session(require_artifact("mnist_mlp_pytorch.onnx")), session(copy)
+    a = original.run(None, {"image": images})[0]
+    b = varied.run(None, {name_in: images})[0]
+    assert np.abs(a - b).max() > 0.1 and (np.argsort(-a, 1)[:, :3] != np.argsort(-b, 1)[:, :3]).any()
 
 
 @pytest.mark.parametrize("text", [ex04.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"])
@@ -188,13 +346,13 @@ def test_04_2_correct_answers_pass(tmp_path, text):
 
 
 @pytest.mark.parametrize("text,message", [
-    (LOGITS, "are they logits?"),
+    (LOGITS, "equal the logits of those digits"),
     (WHOLE_BATCH, "softmax over the whole batch"),
-    (ASCENDING, "the most probable digit first"),
+    (ASCENDING, "expected the most probable first"),
     (ROUNDED, "differing from each image's softmax by more than 1e-4"),
     (OFF_BY_ONE, "are not its three most probable"),
-    (NAMES_TYPED, "with a copy whose input and output have other names"),
-    (FIRST_ONLY, "one per image (17)"),
+    (NAMES_TYPED, "with a copy with other tensor names and other weights"),
+    (FIRST_ONLY, "one entry per image (17)"),
     (SYNTAX_ERROR, "exited with 1: SyntaxError"),
 ], ids=["logits", "whole-batch-softmax", "ascending", "rounded", "off-by-one-row", "names-typed", "first-image-only",
         "syntax-error"])
@@ -203,7 +361,7 @@ def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message
 
     feedback = check("04.2", script(tmp_path, text))
     assert not feedback.ok and message in feedback.message, feedback.message
-    images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 17, replace=False)]
+    images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)][:17]
     expected = np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
     assert not any(str(row.tolist()) in feedback.message for row in expected), feedback.message
 

@@ -37,7 +37,14 @@ def with_quantize_and_a_config(fp32_path, int8_path, train_uint8):
     quantize(fp32_path, int8_path, StaticQuantConfig(reader, quant_format=QuantFormat.QDQ, per_channel=True))
 
 
-@pytest.mark.parametrize("answer", [ex05.quantize_int8, one_digit_batches_no_preprocessing, with_quantize_and_a_config])
+def entropy_calibrated(fp32_path, int8_path, train_uint8):  # another calibration method the task allows
+    from onnxruntime.quantization import CalibrationMethod
+
+    static(calibrate_method=CalibrationMethod.Entropy)(fp32_path, int8_path, train_uint8)
+
+
+@pytest.mark.parametrize("answer", [ex05.quantize_int8, one_digit_batches_no_preprocessing, with_quantize_and_a_config,
+                                    entropy_calibrated])
 def test_static_int8_right_answers_pass(answer):
     feedback = check("05.1", answer)
     assert feedback.ok, str(feedback)
@@ -46,15 +53,15 @@ def test_static_int8_right_answers_pass(answer):
 def static(digits=None, **settings):
     def answer(fp32_path, int8_path, train_uint8):
         quantize_static(fp32_path, int8_path, ex05.MnistCalibrationReader(
-            fp32_path, train_uint8 if digits is None else digits()), **{"quant_format": QuantFormat.QDQ,
-                                                                         "per_channel": True, **settings})
+            fp32_path, train_uint8 if digits is None else digits(train_uint8)),
+            **{"quant_format": QuantFormat.QDQ, "per_channel": True, **settings})
     return answer
 
 
-def _test_digits():
+def _mnist():
     from helpers.mnist import load_mnist
 
-    return load_mnist().x_test[:300]
+    return load_mnist()
 
 
 class Unscaled(ex05.MnistCalibrationReader):
@@ -63,28 +70,88 @@ class Unscaled(ex05.MnistCalibrationReader):
         return None if item is None else {k: v * 255 for k, v in item.items()}
 
 
-def unscaled(fp32_path, int8_path, train_uint8):
-    quantize_static(fp32_path, int8_path, Unscaled(fp32_path, train_uint8), quant_format=QuantFormat.QDQ,
-                    per_channel=True)
+class Normalized(ex05.MnistCalibrationReader):
+    """Feeds (x - mean) / std, though the model normalizes inside (the contract is 0..1)."""
+
+    def get_next(self):
+        item = super().get_next()
+        return None if item is None else {k: (v - 0.1307) / 0.3081 for k, v in item.items()}
+
+
+def with_reader(reader_class):
+    def answer(fp32_path, int8_path, train_uint8):
+        quantize_static(fp32_path, int8_path, reader_class(fp32_path, train_uint8), quant_format=QuantFormat.QDQ,
+                        per_channel=True)
+    return answer
 
 
 def image_hard_coded(fp32_path, int8_path, train_uint8):
-    quantize_static(fp32_path, int8_path, GeneratorReader("image", train_uint8), quant_format=QuantFormat.QDQ)
+    quantize_static(fp32_path, int8_path, GeneratorReader("image", train_uint8), quant_format=QuantFormat.QDQ,
+                    per_channel=True)
 
 
-@pytest.mark.parametrize("answer, message", [
-    (lambda f, o, d: quantize_dynamic(f, o, weight_type=QuantType.QInt8), "dynamic quantization"),
-    (static(quant_format=QuantFormat.QOperator), "quant_format=QuantFormat.QDQ"),
-    (static(per_channel=False), "per_channel=True"),
-    (static(op_types_to_quantize=["Gemm"]), "Conv conv_0, Conv conv_2 still read float tensors"),
-    (static(digits=_test_digits), "never with test digits"),
-    (unscaled, "divide the uint8 digits by 255"),
-    (image_hard_coded, "it raised"),
-    (lambda f, o, d: None, "no file at"),
-])
-def test_static_int8_mistakes_are_named(answer, message):
+def no_file(fp32_path, int8_path, train_uint8):  # returns the model instead of writing it
+    return onnx.load(fp32_path)
+
+
+# The text of 05.1, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+REQUIREMENTS_05_1 = [
+    ("a function quantize_int8(fp32_path, int8_path, train_uint8)", "quantize_int8.py", "expected your function"),
+    ("writes the file to int8_path", no_file, "no file at"),
+    ("static (calibrated), not dynamic", lambda f, o, d: quantize_dynamic(f, o, weight_type=QuantType.QInt8),
+     "expected static quantization"),
+    ("QDQ format", static(quant_format=QuantFormat.QOperator), "expected the QDQ format"),
+    ("per-channel weight scales", static(per_channel=False), "one weight scale per output channel"),
+    ("every Conv, Gemm and MatMul quantized", static(op_types_to_quantize=["Gemm"]),
+     "expected every Conv, Gemm and MatMul quantized, but Conv"),
+    ("int8", static(weight_type=QuantType.QInt4), "expected 8-bit integers"),
+    ("digits scaled to the contract's 0..1", with_reader(Unscaled), "expected calibration digits in the contract's"),
+    ("the input's name read from the model", image_hard_coded, "the input name differs: read it from the model"),
+    ("calibrated on the training digits given, never test digits",
+     static(digits=lambda d: np.concatenate([d, _mnist().x_test[:300]])), "saw other data than the digits passed in"),
+    ("calibrated on all the training digits given", static(digits=lambda d: d[:1]),
+     "did not see all the digits passed in"),
+    ("the int8 file classifies like the fp32 model on test digits",
+     static(extra_options={"ActivationSymmetric": True}), "picks the fp32 model's digit on only"),
+]
+
+# My round of realistic wrong answers (issue 26): each refused, naming what differs
+OWN_ROUND_05_1 = [
+    ("random noise instead of the digits (one draw)", static(digits=lambda d: np.random.default_rng(0).integers(
+        0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
+    ("random noise instead of the digits (a new draw each call)", static(digits=lambda d: np.random.default_rng(
+        int(d.sum())).integers(0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
+    ("its own training digits, the argument ignored", static(digits=lambda d: _mnist().x_train[:300]),
+     "saw other data than the digits passed in"),
+    ("the first batch of 100 only", static(digits=lambda d: d[:100]), "did not see all the digits passed in"),
+    ("the test digits instead", static(digits=lambda d: _mnist().x_test[:300]),
+     "saw other data than the digits passed in"),
+    ("int16 activations for precision", static(activation_type=QuantType.QUInt16), "expected 8-bit integers"),
+    ("normalized with MNIST's mean and std", with_reader(Normalized),
+     "expected calibration digits in the contract's 0..1"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_1, ids=[r[0] for r in REQUIREMENTS_05_1])
+def test_static_int8_each_requirement_is_checked(requirement, answer, message):
     feedback = check("05.1", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("what, answer, message", OWN_ROUND_05_1, ids=[r[0] for r in OWN_ROUND_05_1])
+def test_static_int8_own_round_is_refused(what, answer, message):
+    feedback = check("05.1", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
+
+
+def test_static_int8_digits_tell_what_calibrated_the_file():
+    from helpers.checks.ex05 import calibration_digits
+
+    normal, faint, mostly = (calibration_digits(k) for k in ("normal", "faint", "mostly faint"))
+    assert normal.max() == 255 and faint.max() <= 127 and mostly.max() == 255
+    bright = np.flatnonzero(mostly.max(axis=(1, 2)) > 127)
+    assert len(bright) == 3 and bright.min() > len(mostly) // 2
 
 
 # ---------------------------------------------------------------------------------------------- 05.2
@@ -144,15 +211,138 @@ class DropsTheLastBatch(ListReader):
         return None if self.i == len(self.items) - 1 else super().get_next()
 
 
-@pytest.mark.parametrize("answer, message", [
-    (ImageOnly, "read the name from the model"),
-    (NoChannel, "add the channel axis"),
-    (Unscaled, "divide the uint8"),
-    (StartsOver, "still returns batches"),
-    (DropsTheLastBatch, "got None after 2 batches"),
-    (ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader), "got an instance of"),
-])
-def test_calibration_reader_mistakes_are_named(answer, message):
+class NoGetNext:
+    """An iterator, not a CalibrationDataReader: quantize_static calls get_next()."""
+
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        self.inner = ex05.MnistCalibrationReader(model_path, images_uint8, batch_size)
+
+    def __next__(self):
+        return self.inner.get_next()
+
+
+class NoDefault(ex05.MnistCalibrationReader):
+    def __init__(self, model_path, images_uint8, batch_size):
+        super().__init__(model_path, images_uint8, batch_size)
+
+
+class AlwaysHundred(ex05.MnistCalibrationReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        super().__init__(model_path, images_uint8, 100)
+
+
+class BareArrays(ex05.MnistCalibrationReader):
+    def get_next(self):
+        item = super().get_next()
+        return None if item is None else item[self.input_name]
+
+
+class Float64(ListReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        super().__init__(model_path, images_uint8, batch_size)
+        self.items = [{k: v.astype(np.float64) for k, v in item.items()} for item in self.items]
+
+
+class Raw(ex05.MnistCalibrationReader):  # the uint8 values as float32, not scaled
+    def get_next(self):
+        item = super().get_next()
+        return None if item is None else {k: v * np.float32(255) for k, v in item.items()}
+
+
+class Shuffled(ex05.MnistCalibrationReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        order = np.random.default_rng(0).permutation(len(images_uint8))
+        super().__init__(model_path, images_uint8[order], batch_size)
+
+
+class PadsTheLastBatch(ListReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        padded = np.concatenate([images_uint8, np.zeros((-len(images_uint8) % batch_size, 28, 28), np.uint8)])
+        super().__init__(model_path, padded, batch_size)
+
+
+# The text of 05.2, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+REQUIREMENTS_05_2 = [
+    ("the class itself is passed", ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader),
+     "got an instance of"),
+    ("a CalibrationDataReader (get_next)", NoGetNext, "has no get_next()"),
+    ("batch_size defaults to 100", NoDefault, "batch_size left out (default 100)"),
+    ("batches of batch_size", AlwaysHundred, "(of at most 64)"),
+    ("the input's name read from the model", ImageOnly, "read the name from the model"),
+    ("get_next() returns {input name: batch}", BareArrays, "expected dicts with the one key"),
+    ("float32", Float64, "expected float32"),
+    ("[b, 1, 28, 28]", NoChannel, "add the channel axis"),
+    ("pixels in 0..1", Raw, "got the uint8 values themselves"),
+    ("the digits given, in order", Shuffled, "in another order"),
+    ("the last batch may be smaller", PadsTheLastBatch, "with batches of [64, 64, 64, 58]"),
+    ("then None", DropsTheLastBatch, "got None after 3 batches"),
+    ("None for good", StartsOver, "still returns batches"),
+]
+
+
+class MeanStd(ex05.MnistCalibrationReader):
+    def get_next(self):
+        item = super().get_next()
+        return None if item is None else {k: (v - 0.1307) / 0.3081 for k, v in item.items()}
+
+
+class IntegerDivision(ListReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        name = first_input(model_path)
+        self.items = [{name: (images_uint8[i:i + batch_size, None] // 255).astype(np.float32)}
+                      for i in range(0, len(images_uint8), batch_size)]
+        self.i = 0
+
+
+class TenBatches(CalibrationDataReader):
+    """The notebook's np.split into 10 batches, whatever batch_size says."""
+
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        name = first_input(model_path)
+        scaled = (images_uint8[:, None] / 255).astype(np.float32)
+        self.batches = iter([{name: b} for b in np.array_split(scaled, 10)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+class StopsWithStopIteration(ex05.MnistCalibrationReader):
+    def get_next(self):
+        return {self.input_name: next(self.batches)}
+
+
+class SameFirstBatch(ListReader):
+    def get_next(self):
+        self.i += 1
+        return self.items[0] if self.i <= len(self.items) else None
+
+
+class ChannelsLast(ex05.MnistCalibrationReader):
+    def get_next(self):
+        item = super().get_next()
+        return None if item is None else {k: v.transpose(0, 2, 3, 1) for k, v in item.items()}
+
+
+# My round of realistic wrong answers (issue 26): each refused, naming what differs
+OWN_ROUND_05_2 = [
+    ("normalized with MNIST's mean and std", MeanStd, "got values from -0.424 to 2.82"),
+    ("uint8 integer division (0 or 1)", IntegerDivision, "differs"),
+    ("the notebook's 10 batches whatever batch_size", TenBatches, "expected 4 batches (of at most 64)"),
+    ("raises StopIteration at the end", StopsWithStopIteration, "raised StopIteration"),
+    ("the first batch again and again", SameFirstBatch, "with batches of [64, 64, 64, 58], got"),
+    ("channels last", ChannelsLast, "expected float32 numpy arrays [batch, 1, 28, 28]"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_2, ids=[r[0] for r in REQUIREMENTS_05_2])
+def test_calibration_reader_each_requirement_is_checked(requirement, answer, message):
+    feedback = check("05.2", answer)
+    assert not feedback.ok and message in feedback.message, feedback.message
+
+
+@pytest.mark.parametrize("what, answer, message", OWN_ROUND_05_2, ids=[r[0] for r in OWN_ROUND_05_2])
+def test_calibration_reader_own_round_is_refused(what, answer, message):
     feedback = check("05.2", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
 
@@ -205,20 +395,110 @@ def int4(rewrite=True, block=None, **settings):
 
     def answer(fp32_path, int4_path, block_size):
         model = onnx.load(fp32_path)
-        quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(model) if rewrite else model, bits=4,
+        quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(model) if rewrite else model,
                                          block_size=block or block_size,
-                                         **{"is_symmetric": True, "accuracy_level": 4, **settings})
+                                         **{"bits": 4, "is_symmetric": True, "accuracy_level": 4, **settings})
         quantizer.process()
         onnx.save(quantizer.model.model, int4_path)
     return answer
 
 
-@pytest.mark.parametrize("answer, message", [
-    (int4(rewrite=False), "the quantizer skips Gemm"),
-    (int4(is_symmetric=False), "zero points stored"),
-    (int4(accuracy_level=None), "accuracy_level="),
-    (int4(block=32), "block_size=32 (expected 16)"),
-])
-def test_int4_mistakes_are_named(answer, message):
+def rewrite_after(fp32_path, int4_path, block_size):  # quantizes first, rewrites Gemm after: it stays float
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(onnx.load(fp32_path), bits=4, block_size=block_size, is_symmetric=True,
+                                     accuracy_level=4)
+    quantizer.process()
+    onnx.save(ex05.gemm_to_matmul(quantizer.model.model), int4_path)
+
+
+def reshaped_not_transposed(fp32_path, int4_path, block_size):
+    """Its own Gemm rewrite: W [out, in] reshaped to [in, out] instead of transposed (the values scrambled)."""
+    from onnx import numpy_helper
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    model = onnx.load(fp32_path)
+    weights = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Gemm":
+            w = numpy_helper.to_array(weights[node.input[1]])
+            weights[node.input[1]].CopyFrom(numpy_helper.from_array(w.reshape(w.shape[::-1]), node.input[1]))
+            del node.attribute[:]  # no transB: the weight has the [in, out] shape now
+    quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(model), bits=4, block_size=block_size, is_symmetric=True,
+                                     accuracy_level=4)
+    quantizer.process()
+    onnx.save(quantizer.model.model, int4_path)
+
+
+def model_returned(fp32_path, int4_path, block_size):  # returns the quantized model, writes nothing
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(onnx.load(fp32_path)), bits=4, block_size=block_size,
+                                     is_symmetric=True, accuracy_level=4)
+    quantizer.process()
+    return quantizer.model.model
+
+
+# The text of 05.3, one requirement per row: a wrong answer breaking that requirement alone, and the words of
+# the feedback that name it.
+REQUIREMENTS_05_3 = [
+    ("a function int4_weights(fp32_path, int4_path, block_size)", "int4.py", "expected your function"),
+    ("writes the file to int4_path", model_returned, "no file at"),
+    ("every Gemm as 4-bit blocks (rewritten first)", int4(rewrite=False), "the quantizer skips Gemm"),
+    ("every MatMul as 4-bit blocks", rewrite_after, "found 1 MatMulNBits and ['MatMul'] float layers"),
+    ("bits=4", int4(bits=8), "bits=8 (expected 4)"),
+    ("symmetric", int4(is_symmetric=False), "zero points stored"),
+    ("accuracy_level=4", int4(accuracy_level=None), "accuracy_level=None (expected 4)"),
+    ("the block_size given", int4(block=32), "block_size=32 (expected 16)"),
+    ("classifies like the fp32 model", reshaped_not_transposed, "picks the fp32 model's digit on only"),
+]
+
+
+@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_3, ids=[r[0] for r in REQUIREMENTS_05_3])
+def test_int4_each_requirement_is_checked(requirement, answer, message):
     feedback = check("05.3", answer)
     assert not feedback.ok and message in feedback.message, feedback.message
+
+
+def notebook_function(name: str):
+    """The function ``name`` exactly as notebook 05 defines it (its cell's imports, then the def)."""
+    import ast
+
+    import nbformat
+
+    from helpers.notebooks import notebook_paths
+
+    path = next(p for p in notebook_paths() if p.name.startswith("05_"))
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "code" and f"def {name}(" in cell.source:
+            tree = ast.parse(cell.source)
+            keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+                    or isinstance(n, ast.FunctionDef) and n.name == name]
+            namespace = {"np": np, "onnx": onnx}
+            exec(compile(ast.Module(keep, type_ignores=[]), str(path), "exec"), namespace)
+            return namespace[name]
+    raise AssertionError(f"notebook 05 defines no {name}()")
+
+
+def test_int4_accepts_the_notebooks_own_rewrite_which_calls_check_model():
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    gemm_to_matmul = notebook_function("gemm_to_matmul")
+
+    def int4_weights(fp32_path, int4_path, block_size):
+        model = gemm_to_matmul(onnx.load(fp32_path))
+        onnx.checker.check_model(model, full_check=True)
+        quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True, accuracy_level=4)
+        quantizer.process()
+        onnx.checker.check_model(quantizer.model.model)
+        onnx.save(quantizer.model.model, int4_path)
+
+    feedback = check("05.3", int4_weights)
+    assert feedback.ok, str(feedback)
+
+
+def test_every_model_handed_to_the_learner_passes_check_model(tmp_path):
+    from helpers.checks.ex05 import fresh_model
+
+    for kind in ("cnn", "mlp"):
+        onnx.checker.check_model(onnx.load(fresh_model(tmp_path / f"{kind}.onnx", kind)), full_check=True)

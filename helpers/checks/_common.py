@@ -112,3 +112,58 @@ def renamed_copy(path) -> bytes:
     probe = np.random.default_rng(0).random((3, 1, 28, 28), dtype=np.float32)
     np.testing.assert_array_equal(renamed.run(None, {"pixel": probe})[0], original.run(None, {"image": probe})[0])
     return data
+
+
+def varied_model(model, seed: int, input_name: str | None = None, output_name: str | None = None,
+                 relative_noise: float = 0.0):
+    """A copy of ``model`` (an ``onnx.ModelProto``) that a hard-coded answer cannot pass, made without training:
+    its graph input and output renamed, and every float weight of more than one value moved by Gaussian noise of
+    ``relative_noise`` times that weight's own standard deviation (another function than the original's).
+    Needs ``onnx``: checkers of notebooks that do not load it call ``write_varied_copy`` instead."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    copy = onnx.ModelProto.FromString(model.SerializeToString())
+    graph, rng = copy.graph, np.random.default_rng(seed)
+    if relative_noise:
+        for tensor in graph.initializer:
+            weight = numpy_helper.to_array(tensor)
+            if weight.dtype.kind == "f" and weight.size > 1:
+                moved = weight + rng.normal(0, relative_noise * float(weight.std()), weight.shape)
+                tensor.CopyFrom(numpy_helper.from_array(moved.astype(weight.dtype), tensor.name))
+    renames = {old.name: new for old, new in ((graph.input[0], input_name), (graph.output[0], output_name)) if new}
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        value.name = renames.get(value.name, value.name)
+    for node in graph.node:
+        node.input[:] = [renames.get(name, name) for name in node.input]
+        node.output[:] = [renames.get(name, name) for name in node.output]
+    onnx.checker.check_model(copy, full_check=True)
+    return copy
+
+
+def write_varied_copy(source, target, seed: int, input_name: str, output_name: str, relative_noise: float) -> Path:
+    """``varied_model`` of the file ``source`` written to ``target``, built in another process (``onnx`` stays
+    out of the learner's kernel); the copy is verified to load and to have the new names."""
+    import json
+    import subprocess
+    import sys
+
+    spec = json.dumps([str(source), str(target), seed, input_name, output_name, relative_noise])
+    result = subprocess.run([sys.executable, "-m", "helpers.checks._common", spec], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"could not build a varied copy of {source}:\n{result.stderr}")  # a checker bug
+    built = session(target)
+    if [i.name for i in built.get_inputs()] != [input_name] or [o.name for o in built.get_outputs()] != [output_name]:
+        raise RuntimeError(f"the varied copy of {source} does not have the names {input_name}, {output_name}")
+    return Path(target)
+
+
+if __name__ == "__main__":  # python -m helpers.checks._common '[source, target, seed, input, output, noise]'
+    import json
+    import sys
+
+    import onnx
+
+    _source, _target, _seed, _input, _output, _noise = json.loads(sys.argv[1])
+    onnx.save(varied_model(onnx.load(_source), _seed, _input, _output, _noise), _target)

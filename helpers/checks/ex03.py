@@ -6,6 +6,7 @@ in a separate process (that one uses ``onnx``). Functions run on digits the lear
 """
 from __future__ import annotations
 
+import functools
 import subprocess
 import sys
 import tempfile
@@ -16,29 +17,46 @@ import numpy as np
 from helpers.checks._common import Wrong, contract_input, require_callable, require_keys, session as _session
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
-# Copies of the PyTorch file that differ from the contract: file name -> (description, input, output, dtype, shape)
+# Copies of the PyTorch file that differ from the contract: file name -> (description, input, output, dtype, shape),
+# in the order they are tried (each new one differs in one more way); each has weights of its own (see NOISE)
 LAYOUT_COPIES = {
     "fp16_pixel.onnx": ("a float16 copy whose input is 'pixel'", "pixel", "scores", "float16", ["batch", 1, 28, 28]),
-    "flat_float64.onnx": ("a copy with a flat float64 input [batch, 784]", "x", "y", "float64", ["batch", 784]),
+    "float64.onnx": ("a float64 copy [batch, 1, 28, 28]", "input", "output", "float64", ["batch", 1, 28, 28]),
+    "flat.onnx": ("a float32 copy with a flat input [batch, 784]", "digits", "class_scores", "float32",
+                  ["batch", 784]),
     "channels_last.onnx": ("a channels-last copy [batch, 28, 28, 1]", "input_1", "output_0", "float32",
                            ["batch", 28, 28, 1]),
+    "flat_float64.onnx": ("a copy with a flat float64 input [batch, 784]", "x", "y", "float64", ["batch", 784]),
 }
-FIXED_BATCHES = {"batch32.onnx": 32, "batch5.onnx": 5}  # copies whose batch dimension is a fixed number
+# copies whose batch dimension is a fixed number: file name -> (batch, input, output)
+FIXED_BATCHES = {"batch32.onnx": (32, "input_32", "probs_32"), "batch5.onnx": (5, "x5", "y5")}
+NOISE = 0.8  # each copy's weights move by 0.8 x their own spread: another classifier (a few % of labels differ)
+
+
+def reference_name(filename: str) -> str:
+    """The copy's weights under the contract's names and layout (float32 'image' -> 'logits'): its labels."""
+    return filename.replace(".onnx", ".reference.onnx")
 
 
 def build_copies(source: Path, folder: Path) -> None:
-    """Write LAYOUT_COPIES and FIXED_BATCHES in ``folder`` (needs ``onnx``): each wraps the original graph,
-    new input -> Cast / Reshape / Transpose -> 'image' -> graph -> 'logits' -> Cast -> new output."""
+    """Write LAYOUT_COPIES and FIXED_BATCHES in ``folder`` (needs ``onnx``), each with its reference: weights moved
+    by ``varied_model``, then the layout copies wrap that graph, new input -> Cast / Reshape / Transpose ->
+    'image' -> graph -> 'logits' -> Cast -> new output; the batch copies get new names and a fixed batch."""
     import onnx
     from onnx import TensorProto, helper
 
+    from helpers.checks._common import varied_model
+
     types = {"float16": TensorProto.FLOAT16, "float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
-    for filename, (_, name_in, name_out, dtype, shape) in LAYOUT_COPIES.items():
-        model = onnx.load(source)
+    for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(LAYOUT_COPIES.items(), start=3031):
+        model = varied_model(onnx.load(source), seed, relative_noise=NOISE)
+        onnx.save(model, folder / reference_name(filename))
         graph = model.graph
-        graph.initializer.append(helper.make_tensor("chw", TensorProto.INT64, [4], [-1, 1, 28, 28]))
-        to_image = helper.make_node("Transpose", ["as_float"], ["image"], perm=[0, 3, 1, 2]) if len(shape) == 4 and \
-            shape[-1] == 1 else helper.make_node("Reshape", ["as_float", "chw"], ["image"])
+        if len(shape) == 4 and shape[-1] == 1:
+            to_image = helper.make_node("Transpose", ["as_float"], ["image"], perm=[0, 3, 1, 2])
+        else:
+            graph.initializer.append(helper.make_tensor("chw", TensorProto.INT64, [4], [-1, 1, 28, 28]))
+            to_image = helper.make_node("Reshape", ["as_float", "chw"], ["image"])
         body = list(graph.node)
         del graph.node[:], graph.input[:], graph.output[:]
         graph.node.extend([helper.make_node("Cast", [name_in], ["as_float"], to=TensorProto.FLOAT), to_image, *body,
@@ -47,29 +65,36 @@ def build_copies(source: Path, folder: Path) -> None:
         graph.output.append(helper.make_tensor_value_info(name_out, types[dtype], ["batch", 10]))
         onnx.checker.check_model(model)
         onnx.save(model, folder / filename)
-    for filename, size in FIXED_BATCHES.items():
-        model = onnx.load(source)
+    for seed, (filename, (size, name_in, name_out)) in enumerate(FIXED_BATCHES.items(), start=3131):
+        model = varied_model(onnx.load(source), seed, relative_noise=NOISE)
+        onnx.save(model, folder / reference_name(filename))
+        model = varied_model(model, seed, name_in, name_out)
         for value in (model.graph.input[0], model.graph.output[0]):
             value.type.tensor_type.shape.dim[0].dim_value = size  # replaces the dynamic 'batch'
+        onnx.checker.check_model(model)
         onnx.save(model, folder / filename)
 
 
 def _setting(filenames) -> tuple:
-    """(digits, the PyTorch file's labels for them, {filename: session of a copy}); copies built in another
-    process so that this kernel never imports ``onnx``."""
+    """(digits, the PyTorch file's labels for them, {description: (session, its labels)}): the copies are built
+    in another process so that this kernel never imports ``onnx``; each copy's labels come from its reference."""
     from helpers.mnist import load_mnist
     from helpers.notebooks import require_artifact
 
     source = require_artifact("mnist_mlp_pytorch.onnx")
     digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
     original = _session(source)
+    labels = _labels_of(original, digits)
+    runs = {"the PyTorch file": (original, labels)}
     with tempfile.TemporaryDirectory(prefix="ex03-copies-") as folder:
         result = subprocess.run([sys.executable, "-m", "helpers.checks.ex03", str(source), folder],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"could not build the exercise's model copies:\n{result.stderr}")  # a checker bug
-        sessions = {name: _session(Path(folder) / name) for name in filenames}
-    return digits, _labels_of(original, digits), {"the PyTorch file": original, **sessions}
+        for name, description in filenames.items():
+            reference = _labels_of(_session(Path(folder) / reference_name(name)), digits)
+            runs[description] = (_session(Path(folder) / name), reference)
+    return digits, labels, runs
 
 
 def _labels_of(session, digits, scale=1.0) -> np.ndarray:
@@ -79,22 +104,28 @@ def _labels_of(session, digits, scale=1.0) -> np.ndarray:
 
 def _hint(message: str) -> str:
     """What an ONNX Runtime error says about the learner's function."""
+    import re
+
+    batch = re.search(r"index: 0 Got: (\d+) Expected: (\d+)", message)
+    if batch:  # a fixed batch dimension: what came against what the session declares
+        got, size = map(int, batch.groups())
+        return (f"this model takes exactly {size} images per run, read from session.get_inputs()[0].shape[0]; "
+                + ("the last batch has fewer images: pad it (e.g. with zeros)" if got < size else
+                   f"a run had {got}"))
     for needle, hint in (("input name", "read the input name from session.get_inputs()[0].name"),
                          ("Required inputs", "read the input name from session.get_inputs()[0].name"),
                          ("output name", "read the output name from session.get_outputs()[0].name (or pass None)"),
                          ("data type", "read the element type from session.get_inputs()[0].type"),
-                         ("Got: 32 Expected: 5", "read the batch size from session.get_inputs()[0].shape[0]"),
-                         ("Got: 999 Expected", "this model takes a fixed number of images per run"),
-                         ("Got: 7 Expected: 32", "the last batch has fewer images: pad it (e.g. with zeros)"),
-                         ("Got: 4 Expected: 5", "the last batch has fewer images: pad it (e.g. with zeros)"),
-                         ("rank", "reshape the images to the input's layout, session.get_inputs()[0].shape")):
+                         ("rank", "reshape the images to the input's layout, session.get_inputs()[0].shape"),
+                         ("dimensions", "reshape the images to the input's layout, session.get_inputs()[0].shape")):
         if needle in message:
             return hint
     return "compare your feed with session.get_inputs() and session.get_outputs()"
 
 
-def _agree(function, session, digits, want, what: str, unscaled=None) -> None:
-    """The learner's labels must be the file's own (ONNX Runtime's message and a hint if the function fails)."""
+def _agree(function, session, digits, want, what: str, unscaled=None, original=None) -> None:
+    """The learner's labels must be the file's own (ONNX Runtime's message and a hint if the function fails);
+    ``original``: the labels of notebook 01's file, which a copy with other weights does not give."""
     try:
         got = np.asarray(function(session, digits))
     except Exception as err:  # whatever the learner's function raises is reported, not hidden
@@ -109,6 +140,9 @@ def _agree(function, session, digits, want, what: str, unscaled=None) -> None:
     if (got == want).mean() < 0.995:  # float16 may flip a rare borderline digit; a wrong scale or layout many
         hint = "scale the pixels to 0..1 (uint8 / 255)" if unscaled is not None and (got == unscaled).mean() > 0.99 \
             else "compare your feed with what the session declares"
+        if original is not None and (got == original).mean() >= 0.995:
+            hint = ("they are the labels of notebook 01's file, and this copy has other weights: classify with the "
+                    "session passed in")
         first = int(np.flatnonzero(got != want)[0])
         raise Wrong(f"on {what}, your labels differ from the model's own on {(got != want).mean():.0%} of the "
                     f"images (first at image {first}): {hint}")
@@ -116,13 +150,12 @@ def _agree(function, session, digits, want, what: str, unscaled=None) -> None:
 
 def check_classify(answer):
     require_callable(answer, "classify(session, images_uint8)")
-    digits, want, sessions = _setting(LAYOUT_COPIES)
-    unscaled = _labels_of(sessions["the PyTorch file"], digits, 255.0)
-    descriptions = {name: LAYOUT_COPIES[name][0] if name in LAYOUT_COPIES else name for name in sessions}
-    for name, session in sessions.items():
-        _agree(answer, session, digits, want, descriptions[name], unscaled)
-    return [f"the model's own labels on {', '.join(descriptions.values())}",
-            "names, element type and layout all come from the session: nothing about the file is hard-coded"]
+    digits, original, runs = _setting({name: spec[0] for name, spec in LAYOUT_COPIES.items()})
+    unscaled = _labels_of(runs["the PyTorch file"][0], digits, 255.0)
+    for description, (session, want) in runs.items():
+        _agree(answer, session, digits, want, description, unscaled, original)
+    return [f"each model's own labels on {', '.join(runs)}",
+            "names, element type, layout and weights all come from the session: nothing about the file is hard-coded"]
 
 
 def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np.ndarray:
@@ -132,17 +165,29 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
     return np.pad(digits, [(0, 0)] + [(k, 0) if a == axis else (0, 0) for a in (1, 2)])[:, :28, :28]
 
 
-def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
-    """Accuracy of the PyTorch file on the 10,000 test digits shifted by each of SHIFTS pixels."""
+@functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
+def _shift_accuracies(axis: int, roll: bool) -> tuple:
     from helpers.mnist import load_mnist
     from helpers.notebooks import require_artifact
 
     data, session = load_mnist(), _session(require_artifact("mnist_mlp_pytorch.onnx"))
-    return {k: float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean()) for k in SHIFTS}
+    return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
+                 for k in SHIFTS)
+
+
+def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
+    """Accuracy of the PyTorch file on the 10,000 test digits shifted by each of SHIFTS pixels."""
+    return dict(zip(SHIFTS, _shift_accuracies(axis, roll)))
 
 
 def check_shift_curve(answer):
+    import numbers
+
     require_keys(answer, SHIFTS, "{shift in pixels: accuracy}")
+    not_numbers = [f"{k}: {type(answer[k]).__name__}" for k in SHIFTS
+                   if not isinstance(answer[k], numbers.Real) or isinstance(answer[k], bool)]
+    if not_numbers:
+        raise Wrong(f"expected a number (a fraction) for each shift, got {', '.join(not_numbers)}")
     claimed = {k: float(answer[k]) for k in SHIFTS}
     if any(not 0.0 <= v <= 1.0 for v in claimed.values()):
         raise Wrong("expected accuracies as fractions between 0 and 1 (not percentages)")
@@ -163,13 +208,15 @@ def check_shift_curve(answer):
 
 def check_batches(answer):
     require_callable(answer, "classify_in_batches(session, images_uint8)")
-    digits, want, sessions = _setting(FIXED_BATCHES)
-    for name, session in sessions.items():
-        size = FIXED_BATCHES.get(name)
-        _agree(answer, session, digits, want, f"a copy whose batch is fixed to {size}" if size else
-               "the PyTorch file (dynamic batch: one run is enough)")
-    return [f"copies with a batch fixed to {', '.join(map(str, FIXED_BATCHES.values()))}: the original file's labels "
-            f"for all {len(digits)} images, the last batch padded", "the PyTorch file (batch 'batch'): one run"]
+    described = {name: f"a copy whose batch is fixed to {size} (input {name_in!r})"
+                 for name, (size, name_in, _) in FIXED_BATCHES.items()}
+    digits, original, runs = _setting(described)
+    for description, (session, want) in runs.items():
+        _agree(answer, session, digits, want, description if description in described.values() else
+               "the PyTorch file (dynamic batch: one run is enough)", original=original)
+    sizes = ", ".join(str(size) for size, _, _ in FIXED_BATCHES.values())
+    return [f"copies with a batch fixed to {sizes}: each copy's own labels for all {len(digits)} images, the last "
+            "batch padded", "the PyTorch file (batch 'batch'): one run"]
 
 
 # exercise id -> checker (helpers.exercises.check looks answers up here)

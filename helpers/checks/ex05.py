@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import Wrong, as_model_path, contract_input, load_model, renamed_copy, require_callable
+from helpers.checks._common import Wrong, as_model_path, contract_input, load_model, require_callable
 from helpers.checks._common import session as open_session
 
 LAYERS = ("Conv", "Gemm", "MatMul")
@@ -19,11 +19,13 @@ def fresh_model(path: Path, kind: str = "cnn") -> Path:
     """A classifier unlike the series' ones, input 'pixels', output 'scores' ("cnn": 5×5 unpadded Conv (4
     channels), 3×3 stride-2 padded Conv (6), Gemm; "mlp": Gemm 784->100, MatMul + Add 100->10). The hidden
     layers are random; the last one is fitted by ridge regression on 2,000 training digits, so it classifies."""
+    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     from helpers.mnist import load_mnist
 
     rng, node = np.random.default_rng(5), helper.make_node
+    shapes = {"h": 864 if kind == "cnn" else 100, "scores": 10}  # the declared width of each graph output
     if kind == "cnn":
         weights = {"w1": rng.normal(0, 0.3, (4, 1, 5, 5)), "b1": np.zeros(4), "w2": rng.normal(0, 0.3, (6, 4, 3, 3)),
                    "b2": np.zeros(6), "flat": [-1, 864]}
@@ -40,7 +42,7 @@ def fresh_model(path: Path, kind: str = "cnn") -> Path:
                  for n, a in weights.items()]
         value = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
         graph = helper.make_graph(nodes, f"fresh_{kind}", [value("pixels", ["batch", 1, 28, 28])],
-                                  [value(output, None)], inits)
+                                  [value(output, ["batch", shapes[output]])], inits)
         for i, n in enumerate(graph.node):
             n.name = f"{n.op_type.lower()}_{i}"
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
@@ -55,7 +57,9 @@ def fresh_model(path: Path, kind: str = "cnn") -> Path:
     else:
         weights.update(w2=w, b2=np.zeros(10))
         head = [node("MatMul", ["h", "w2"], ["m2"]), node("Add", ["m2", "b2"], ["scores"])]
-    path.write_bytes(model(body + head, "scores").SerializeToString())
+    final = model(body + head, "scores")
+    onnx.checker.check_model(final, full_check=True)  # every model handed to the learner's code is valid ONNX
+    path.write_bytes(final.SerializeToString())
     return path
 
 
@@ -64,7 +68,9 @@ def _run(answer, what: str, *args) -> Path:
     try:
         answer(*map(str, args[:2]), *args[2:])
     except Exception as err:  # whatever the learner's function raises is reported
-        raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
+        hint = " (the input name differs: read it from the model)" if "inputs" in str(err) and "missing" in str(
+            err) else ""
+        raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}{hint}") from err
     return as_model_path(args[1])
 
 
@@ -73,7 +79,8 @@ def _agreement(fp32: Path, small: Path, what: str, minimum: float) -> float:
     from helpers.mnist import load_mnist
 
     x = contract_input(load_mnist().x_test[:1000])
-    picks = [open_session(p).run(None, {"pixels": x})[0].argmax(1) for p in (fp32, small)]
+    sessions = [open_session(p) for p in (fp32, small)]
+    picks = [s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) for s in sessions]
     agreement = float((picks[0] == picks[1]).mean())
     if agreement < minimum:
         raise Wrong(f"{what}: your file picks the fp32 model's digit on only {agreement:.1%} of fresh test digits "
@@ -82,78 +89,139 @@ def _agreement(fp32: Path, small: Path, what: str, minimum: float) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- 05.1
-def _activation_scales(path) -> dict:
-    """{tensor: scale} of every QuantizeLinear that quantizes an activation (not a stored weight)."""
+# Each call gets other training digits and a model whose input has another name. The digits of CALLS["faint"]
+# are at half brightness (uint8 0..127), those of CALLS["mostly faint"] too except three full-brightness ones
+# at positions past the middle: the input range the int8 file keeps tells which pixels calibrated it.
+CALLS = {"normal": ("pixels", 0), "faint": ("x", 1), "mostly faint": ("input_0", 2)}
+N_CALIBRATION = 300
+
+
+def calibration_digits(kind: str) -> np.ndarray:
+    """The training digits the check hands to the learner's function for call ``kind`` (see CALLS)."""
+    from helpers.mnist import load_mnist
+
+    train, rng = load_mnist().x_train, np.random.default_rng(5051 + CALLS[kind][1])
+    digits = train[rng.choice(len(train), N_CALIBRATION, replace=False)]
+    if kind != "normal":
+        digits = digits // 2
+    if kind == "mostly faint":
+        bright = rng.choice(np.arange(N_CALIBRATION // 2 + 1, N_CALIBRATION), 3, replace=False)
+        digits[bright] = train[rng.choice(len(train), 3, replace=False)]
+    return digits
+
+
+def input_range(path) -> float:
+    """The largest input value the int8 file can represent: (qmax - zero point) x scale of the QuantizeLinear
+    that reads the graph input (the calibrated maximum, for any quantized type)."""
     from onnx import numpy_helper
 
     model = load_model(path)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    return {n.input[0]: inits[n.input[1]].tolist() for n in model.graph.node
-            if n.op_type == "QuantizeLinear" and n.input[0] not in inits}
+    name = model.graph.input[0].name
+    node = next((n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] == name), None)
+    if node is None or len(node.input) < 3 or node.input[1] not in inits or node.input[2] not in inits:
+        raise Wrong(f"expected a QuantizeLinear with a stored scale and zero point on the input {name!r}; found "
+                    "none (quantize every Conv, Gemm and MatMul, their input included)")
+    scale, zero_point = inits[node.input[1]], inits[node.input[2]]
+    return float(np.max((np.iinfo(zero_point.dtype).max - zero_point.astype(np.float64)) * scale))
+
+
+def _structure(path, what: str) -> int:
+    """Static, QDQ, every layer reading dequantized tensors, one weight scale per channel; the layer count."""
+    model = load_model(path)
+    ops = {n.op_type for n in model.graph.node}
+    if "DynamicQuantizeLinear" in ops:
+        raise Wrong(f"on {what}: expected static quantization, got DynamicQuantizeLinear (dynamic quantization)")
+    integer = sorted(op for op in ops if op.startswith("QLinear") or op.endswith("Integer"))
+    if integer or "DequantizeLinear" not in ops:
+        raise Wrong(f"on {what}: expected the QDQ format (QuantizeLinear/DequantizeLinear around ordinary "
+                    f"operators), got {integer or 'no DequantizeLinear'}")
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inits = {t.name: t for t in model.graph.initializer}
+    is_dq = lambda name: name in producer and producer[name].op_type == "DequantizeLinear"  # noqa: E731
+    layers = [n for n in model.graph.node if n.op_type in LAYERS]
+    in_float = [f"{n.op_type} {n.name or n.output[0]}" for n in layers if not all(map(is_dq, n.input[:2]))]
+    if in_float:
+        raise Wrong(f"on {what}: expected every Conv, Gemm and MatMul quantized, but {', '.join(in_float)} still "
+                    "read float tensors")
+    per_tensor = [n.op_type for n in layers if np.prod(inits[producer[n.input[1]].input[1]].dims) == 1]
+    if per_tensor:
+        raise Wrong(f"on {what}: expected one weight scale per output channel, got a single scale in {per_tensor}")
+    return len(layers)
+
+
+def _eight_bit(path, what: str) -> None:
+    """Every stored zero point of the QDQ pairs is int8 or uint8 (int32 for biases): an int8 file, not int4 or
+    int16."""
+    from onnx import TensorProto
+
+    model = load_model(path)
+    types = {t.name: TensorProto.DataType.Name(t.data_type) for t in model.graph.initializer}
+    used = {types[n.input[2]] for n in model.graph.node
+            if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 2 and n.input[2] in types}
+    other = sorted(used - {"INT8", "UINT8", "INT32"})  # int32: the biases, as quantize_static stores them
+    if other:
+        raise Wrong(f"on {what}: expected 8-bit integers (int8 or uint8) for the weights and activations, got "
+                    f"{other} in QuantizeLinear/DequantizeLinear")
 
 
 def check_static_int8(answer):
-    from helpers.mnist import load_mnist
+    import onnx
+
+    from helpers.checks._common import varied_model
 
     require_callable(answer, "quantize_int8(fp32_path, int8_path, train_uint8)")
-    train = load_mnist().x_train
     with tempfile.TemporaryDirectory() as tmp:
-        fp32, what = fresh_model(Path(tmp) / "fresh_cnn.onnx"), "the check's CNN (input 'pixels')"
-        files = [_run(answer, what, fp32, Path(tmp) / f"int8_{i}.onnx", train[start:start + 300].copy())
-                 for i, start in enumerate((5000, 9000))]
-        model = load_model(files[0])
-        ops = {n.op_type for n in model.graph.node}
-        if "DynamicQuantizeLinear" in ops:
-            raise Wrong("expected static quantization, got DynamicQuantizeLinear (dynamic quantization): use "
-                        "quantize_static with a calibration reader")
-        integer = sorted(op for op in ops if op.startswith("QLinear") or op.endswith("Integer"))
-        if integer or "DequantizeLinear" not in ops:
-            raise Wrong(f"expected the QDQ format (QuantizeLinear/DequantizeLinear around ordinary operators), got "
-                        f"{integer or 'no DequantizeLinear'}: quant_format=QuantFormat.QDQ")
-        producer = {o: n for n in model.graph.node for o in n.output}
-        inits = {t.name: t for t in model.graph.initializer}
-        is_dq = lambda name: name in producer and producer[name].op_type == "DequantizeLinear"  # noqa: E731
-        layers = [n for n in model.graph.node if n.op_type in LAYERS]
-        in_float = [f"{n.op_type} {n.name or n.output[0]}" for n in layers if not all(map(is_dq, n.input[:2]))]
-        if in_float:
-            raise Wrong(f"expected every Conv, Gemm and MatMul quantized, but {', '.join(in_float)} still read "
-                        "float tensors")
-        per_tensor = [n.op_type for n in layers if np.prod(inits[producer[n.input[1]].input[1]].dims) == 1]
-        if per_tensor:
-            raise Wrong(f"expected one weight scale per output channel, got a single scale in {per_tensor}: "
-                        "per_channel=True")
-        scales = [_activation_scales(f) for f in files]
-        if np.max(scales[0].get("pixels", 0)) > 0.1:
-            raise Wrong("the input's quantization range spans about 0..255: the calibration digits were not "
-                        "scaled to the contract's 0..1 (divide the uint8 digits by 255)")
-        if scales[0] == scales[1]:
-            raise Wrong("your file does not change when the calibration digits change: calibrate with train_uint8, "
-                        "the training digits passed in (never with test digits)")
-        agreement = _agreement(fp32, files[0], "the check's CNN", 0.97)
-    return [f"QDQ format, {len(layers)} layers int8 with per-channel weight scales",
-            "the activation scales follow the calibration digits passed in",
+        cnn = onnx.load(fresh_model(Path(tmp) / "fresh_cnn.onnx"))
+        files, fp32, reach = {}, {}, {}
+        for kind, (name, seed) in CALLS.items():
+            fp32[kind] = Path(tmp) / f"cnn_{kind.replace(' ', '_')}.onnx"
+            onnx.save(varied_model(cnn, seed, input_name=name), fp32[kind])
+            what = f"the check's CNN (input {name!r}) with {N_CALIBRATION} {kind} training digits"
+            files[kind] = _run(answer, what, fp32[kind], Path(tmp) / f"int8_{seed}.onnx", calibration_digits(kind))
+            layers = _structure(files[kind], what)
+            _eight_bit(files[kind], what)
+            reach[kind] = input_range(files[kind])
+            if kind == "normal" and not 0.9 <= reach[kind] <= 1.1:
+                raise Wrong(f"on {what}, whose brightest pixels are 255: the int8 file's input range reaches "
+                            f"{reach[kind]:.3g}; expected calibration digits in the contract's 0..1 (uint8 / 255)")
+            if kind == "faint" and reach[kind] > 0.55 * reach["normal"]:
+                raise Wrong(f"on {what} (uint8 values 0..127, so pixels at most 0.5): the int8 file's input range "
+                            f"reaches {reach[kind]:.2f}, so its calibration saw other data than the digits passed "
+                            "in: calibrate on train_uint8 alone")
+            if kind == "mostly faint" and reach[kind] < 0.9 * reach["normal"]:
+                raise Wrong(f"on {what}, three of them at full brightness past the middle of train_uint8: the "
+                            f"int8 file's input range stops at {reach[kind]:.2f}, so its calibration did not see "
+                            "all the digits passed in")
+        agreement = _agreement(fp32["normal"], files["normal"], "the check's CNN", 0.97)
+    return [f"QDQ format, {layers} layers int8 with per-channel weight scales, on inputs with three names",
+            "calibrated on all the training digits passed in, and on nothing else",
             f"the int8 file picks the fp32 model's digit on {agreement:.1%} of 1,000 test digits it never saw"]
 
 
 # ---------------------------------------------------------------------------------------------- 05.2
-def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int, name: str, what: str) -> None:
-    """Run the reader to its end; its batches must be ``{name: digits / 255}`` in order, then None for good."""
+def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int | None, name: str, what: str) -> None:
+    """Run the reader to its end; its batches must be ``{name: digits / 255}`` in order, then None for good
+    (``batch_size`` None: the constructor's default, 100)."""
     try:
-        reader = reader_class(str(model_path), digits, batch_size)
-        got = [reader.get_next() for _ in range(-(-len(digits) // batch_size) + 2)]
+        reader = reader_class(str(model_path), digits) if batch_size is None else \
+            reader_class(str(model_path), digits, batch_size)
+        size = batch_size or 100
+        got = [reader.get_next() for _ in range(-(-len(digits) // size) + 2)]
     except Exception as err:  # whatever the learner's class raises is reported
-        raise Wrong(f"expected {reader_class.__name__}(model_path, images_uint8, batch_size) and get_next() to "
-                    f"work on {what}; it raised {type(err).__name__}: {err}") from err
-    sizes = [len(digits[i:i + batch_size]) for i in range(0, len(digits), batch_size)]
+        call = "(model_path, images_uint8)" if batch_size is None else "(model_path, images_uint8, batch_size)"
+        raise Wrong(f"expected {reader_class.__name__}{call} and get_next() to work on {what}; it raised "
+                    f"{type(err).__name__}: {err}") from err
+    sizes = [len(digits[i:i + size]) for i in range(0, len(digits), size)]
     first_none = next((i for i, item in enumerate(got) if item is None), len(got))
     if first_none != len(sizes) or any(item is not None for item in got[len(sizes):]):
         problem = (f"got None after {first_none} batches" if first_none < len(sizes) else
                    f"get_next() still returns batches after {len(sizes)}: return None at the end, for good")
-        raise Wrong(f"expected {len(sizes)} batches (of at most {batch_size}) for {len(digits)} digits, then None; "
+        raise Wrong(f"expected {len(sizes)} batches (of at most {size}) for {len(digits)} digits, then None; "
                     f"{problem} ({what})")
     keys = [list(item) if isinstance(item, dict) else type(item).__name__ for item in got[:len(sizes)]]
     if any(k != [name] for k in keys):
-        hint = " (read the name from the model: session.get_inputs()[0].name)" if name != "image" else ""
+        hint = " (read the name from the model)" if name != "image" else ""
         raise Wrong(f"expected dicts with the one key {name!r}, got {keys} ({what}){hint}")
     arrays = [item[name] for item in got[:len(sizes)]]
     shapes = [np.shape(a) for a in arrays]
@@ -161,41 +229,62 @@ def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int, name
         hint = " (add the channel axis: images[:, None])" if shapes == [(n, 28, 28) for n in sizes] else ""
         raise Wrong(f"expected float32 numpy arrays [batch, 1, 28, 28] with batches of {sizes}, got "
                     f"{[(str(getattr(a, 'dtype', type(a).__name__)), list(np.shape(a))) for a in arrays]} ({what}){hint}")
-    pixels = np.concatenate(arrays)[:, 0]
-    if pixels.max() > 1.0:
-        raise Wrong(f"expected pixels in 0..1, got values up to {pixels.max():g}: divide the uint8 digits by 255 ({what})")
+    pixels = np.concatenate(arrays)[:, 0].astype(np.float64)
+    if np.allclose(pixels, digits, atol=1e-3) and digits.max() > 1:
+        raise Wrong(f"expected pixels in 0..1, got the uint8 values themselves, up to {pixels.max():g} ({what})")
+    if pixels.min() < 0 or pixels.max() > 1:
+        raise Wrong(f"expected pixels in the contract's 0..1 (the digits / 255), got values from {pixels.min():.3g} "
+                    f"to {pixels.max():.3g} ({what})")
     if not np.allclose(pixels * 255, digits, atol=1e-3):
-        raise Wrong(f"expected the digits handed to the reader, divided by 255, in order; got other values ({what})")
+        same = [np.allclose(p * 255, d, atol=1e-3) for p, d in zip(pixels, digits)]
+        first = same.index(False)
+        order = " (the same digits in another order)" if np.allclose(np.sort(pixels.ravel()) * 255,
+                                                                     np.sort(digits.ravel()), atol=1e-3) else ""
+        raise Wrong(f"expected the digits handed to the reader, divided by 255, in order; digit {first} of "
+                    f"{len(digits)} differs{order} ({what})")
 
 
 def check_calibration_reader(answer):
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader
+
+    from helpers.checks._common import varied_model
     from helpers.mnist import load_mnist
     from helpers.notebooks import require_artifact
 
     if not inspect.isclass(answer):
         raise Wrong(f"expected your reader class itself, called as Reader(model_path, images_uint8, batch_size), "
                     f"got {'an instance of ' if hasattr(answer, 'get_next') else ''}{type(answer).__name__}")
-    cnn, digits = require_artifact("mnist_cnn_pytorch.onnx"), load_mnist().x_train[:250]
-    _batches(answer, cnn, digits, 100, "image", "the CNN file, 250 digits, batch_size 100")
+    if not issubclass(answer, CalibrationDataReader):  # ONNX Runtime's own test: a callable get_next
+        raise Wrong(f"expected a CalibrationDataReader: {answer.__name__} has no get_next() method")
+    train, rng = load_mnist().x_train, np.random.default_rng(5052)
+    cnn, digits = require_artifact("mnist_cnn_pytorch.onnx"), train[rng.choice(len(train), 250, replace=False)]
+    _batches(answer, cnn, digits, 64, "image", "the CNN file, 250 digits, batch_size 64")
+    _batches(answer, cnn, digits, None, "image", "the CNN file, 250 digits, batch_size left out (default 100)")
     with tempfile.TemporaryDirectory() as tmp:
         renamed = Path(tmp) / "cnn_renamed.onnx"
-        renamed.write_bytes(renamed_copy(cnn))
-        _batches(answer, renamed, digits[:130], 64, "pixel", "a copy of the CNN whose input is 'pixel', batch_size 64")
-    return ["250 digits in batches of 100: {'image': float32 [100|100|50, 1, 28, 28] in 0..1}, then None",
-            "a copy whose input is 'pixel' gets {'pixel': ...}: the name comes from the model"]
+        onnx.save(varied_model(onnx.load(cnn), 5, input_name="digits_in", output_name="scores"), renamed)
+        _batches(answer, renamed, digits[:130], 48, "digits_in", "a copy of the CNN whose input is 'digits_in', "
+                 "130 digits, batch_size 48")
+    return ["250 digits in batches of 64, then of the default 100: float32 [b, 1, 28, 28] in 0..1, then None",
+            "a copy whose input is 'digits_in' gets {'digits_in': ...}: the name comes from the model"]
 
 
 # ---------------------------------------------------------------------------------------------- 05.3
-BLOCK_SIZES = (16, 64)
+BLOCK_SIZES = {16: ("pixels", "scores"), 64: ("features", "class_logits")}  # block size -> input, output names
 
 
 def check_int4_weights(answer):
     import onnx
 
+    from helpers.checks._common import varied_model
+
     require_callable(answer, "int4_weights(fp32_path, int4_path, block_size)")
     with tempfile.TemporaryDirectory() as tmp:
-        fp32, what = fresh_model(Path(tmp) / "fresh_mlp.onnx", "mlp"), "the check's MLP (one Gemm, one MatMul)"
-        for block in BLOCK_SIZES:
+        mlp, what = onnx.load(fresh_model(Path(tmp) / "fresh_mlp.onnx", "mlp")), "the check's MLP (one Gemm, one MatMul)"
+        for block, (name_in, name_out) in BLOCK_SIZES.items():
+            fp32 = Path(tmp) / f"mlp_{block}.onnx"
+            onnx.save(varied_model(mlp, block, name_in, name_out), fp32)  # valid ONNX: onnx.checker passes it
             path = _run(answer, f"{what}, block_size {block}", fp32, Path(tmp) / f"int4_{block}.onnx", block)
             nodes = load_model(path).graph.node
             left = [n.op_type for n in nodes if n.op_type in LAYERS]
@@ -214,8 +303,8 @@ def check_int4_weights(answer):
                 if problems:
                     raise Wrong(f"block {block}, {node.name or node.output[0]}: {'; '.join(problems)}")
             agreement = _agreement(fp32, path, f"block {block}", 0.85)  # 4-bit random layers
-    return [f"both layers as MatMulNBits with bits=4, symmetric, accuracy_level=4, block sizes {BLOCK_SIZES}",
-            f"block {BLOCK_SIZES[-1]}: picks the fp32 model's digit on {agreement:.1%} of 1,000 test digits"]
+    return [f"both layers as MatMulNBits with bits=4, symmetric, accuracy_level=4, block sizes {list(BLOCK_SIZES)}",
+            f"block {block}: picks the fp32 model's digit on {agreement:.1%} of 1,000 test digits"]
 
 
 # exercise id -> checker (helpers.exercises.check looks answers up here)
