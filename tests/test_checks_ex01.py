@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from helpers.exercises import check
+from tables import unique
 from solutions.ex01 import trained_mlp
 
 
@@ -37,17 +38,6 @@ def refused(exercise: str, path, words: list[str]):
     assert not feedback.ok, f"accepted: {feedback}"
     for text in words:
         assert text in feedback.message, feedback.message
-
-
-def unique(*tables: dict) -> list[str]:
-    """The names of the table rows, without the rows of a later table that repeat an earlier row's answer."""
-    seen, names = [], []
-    for table in tables:
-        for name, (answer, _) in table.items():
-            if not any(answer is other for other in seen):
-                seen.append(answer)
-                names.append(name)
-    return names
 
 
 IMAGE, LOGITS, BATCH = ["image"], ["logits"], ({0: "batch"},)

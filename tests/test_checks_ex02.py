@@ -15,6 +15,7 @@ import pytest
 from onnx import helper
 
 from helpers.exercises import check
+from tables import unique
 from helpers.mnist import load_mnist
 
 keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture below
@@ -45,17 +46,6 @@ def refused(feedback, *texts):
     for text in texts:
         assert text in feedback.message, feedback.message
     assert set(re.findall(r"\d+\.\d+(?! ?%)", feedback.message)) <= {"0.001", "0.25", "2.0", "7.0"}, feedback.message
-
-
-def unique(*tables: dict) -> list[str]:
-    """The names of the table rows, without the rows of a later table that repeat an earlier row's answer."""
-    seen, names = [], []
-    for table in tables:
-        for name, (answer, _) in table.items():
-            if not any(answer is other for other in seen):
-                seen.append(answer)
-                names.append(name)
-    return names
 
 
 def cnn(functional=False):
