@@ -184,9 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from helpers.notebooks import run_notebook
 
         run_notebook(NOTEBOOK)
-    from helpers.notebooks import from_notebook
+    from helpers.lessons import ratio_table, targets_text
 
-    ratio_table, targets_text = from_notebook(NOTEBOOK, "ratio_table", "targets_text")
     results = load_results(args.results)
     cpu = results["machine"]["cpu"]
     print(f"CPU: {cpu['model']}, flags: {' '.join(cpu['flags'])}; threads: {results['machine']['threads']}\n")

@@ -44,14 +44,13 @@ def main(argv=None) -> int:
 
     from helpers.benchmark import onnxruntime_predict, time_side_by_side
     from helpers.mnist import load_mnist
-    from helpers.notebooks import from_notebook
+    from helpers.lessons import MNIST_MEAN, MNIST_STD
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count
     tf.config.threading.set_inter_op_parallelism_threads(1)
     arrays = dense_weights(onnx.load(args.model))
-    mean, std = from_notebook("01_export_pytorch_mlp.ipynb", "MNIST_MEAN", "MNIST_STD")
     model = keras.Sequential([keras.Input(shape=(1, 28, 28)),
-                              keras.layers.Rescaling(1 / std, offset=-mean / std),  # (x - mean) / std
+                              keras.layers.Rescaling(1 / MNIST_STD, offset=-MNIST_MEAN / MNIST_STD),
                               keras.layers.Flatten()]
                              + [keras.layers.Dense(w.shape[1], activation="relu") for w in arrays[0:-2:2]]
                              + [keras.layers.Dense(arrays[-2].shape[1])])

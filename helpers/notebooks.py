@@ -85,25 +85,6 @@ def require_artifact(filename: str) -> Path:
     return path
 
 
-def from_notebook(notebook: str, *names: str) -> tuple:
-    """``names`` as ``notebooks/<notebook>`` teaches them: its code cells whose first line is ``#@save`` (d2l's
-    habit) run in order, in a namespace of their own, until every name is defined. The cell is the only
-    definition; other notebooks, solutions and checkers get it here, so a change is made in one place."""
-    import nbformat
-
-    nb = nbformat.read(NOTEBOOKS / notebook, as_version=4)
-    namespace: dict = {"__name__": f"notebooks.{Path(notebook).stem}"}
-    for cell in nb.cells:
-        if all(name in namespace for name in names):
-            break
-        if cell.cell_type == "code" and cell.source.lstrip().startswith("#@save"):
-            exec(compile(cell.source, f"{notebook} (#@save cell)", "exec"), namespace)
-    missing = [name for name in names if name not in namespace]
-    if missing:
-        raise LookupError(f"{notebook} has no #@save cell defining {missing}")
-    return tuple(namespace[name] for name in names)
-
-
 SERIES_GLOB = "[0-9][0-9]_*.ipynb"
 
 

@@ -2,7 +2,7 @@
 
 Commands (``--root`` defaults to the repository; tests point it at a copy)::
 
-    python -m helpers.series sync     # write the nav cells into every notebook and the README table
+    python -m helpers.series sync     # write the nav cells, the README table and helpers/lessons*.py
     python -m helpers.series check    # exit 1, with a diff, when sync would change anything
     python -m helpers.series budget   # words and code lines of each core path, and the total a class reads
     python -m helpers.series html [--out build/html] [--no-execute | --record-times]   # HTML copies + index
@@ -27,6 +27,7 @@ import nbformat
 from helpers.atomic import atomic_dir, atomic_path
 from helpers.notebooks import SERIES_GLOB, execute_notebook, notebook_paths
 from helpers.paths import REPO_ROOT
+from helpers.save_cells import lesson_modules
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN = 150, 6  # the live pace of a class reading and running the code
 MAX_LINE = 100
@@ -221,6 +222,9 @@ def plan(root: Path = REPO_ROOT) -> dict[Path, tuple[str, str]]:
         current = entry.path.read_text(encoding="utf-8")
         nb = with_nav(nbformat.reads(current, as_version=4), nav_markdown(entries, i, contents), entry.path)
         files[entry.path] = (current, _nb_text(nb))
+    for module, text in lesson_modules([e.path for e in entries]).items():
+        path = root / "helpers" / f"{module}.py"
+        files[path] = (path.read_text(encoding="utf-8") if path.exists() else "", text)
     return {path: texts for path, texts in files.items() if texts[0] != texts[1]}
 
 
@@ -246,7 +250,9 @@ def check(root: Path = REPO_ROOT) -> str:
     for path, (current, wanted) in plan(root).items():
         name = path.relative_to(root).as_posix()
         a, b = (nav_text(current), nav_text(wanted)) if path.suffix == ".ipynb" else (current, wanted)
-        if path.suffix != ".ipynb":
+        if path.suffix == ".py":
+            report.append(f"{name}: differs from the notebooks' #@save cells")
+        elif path.suffix != ".ipynb":
             report.append(f"{name}: the notebook table differs")
         elif a != b:
             report.append(f"{name}: navigation cells differ")

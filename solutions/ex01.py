@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def trained_mlp():
-    """The notebook's MnistMLP (its #@save cell) with the trained weights of artifacts/mnist_mlp_pytorch.onnx.
+    """Notebook 01's MnistMLP with the trained weights of artifacts/mnist_mlp_pytorch.onnx.
 
     In the notebook ``model`` is already there; a solution file has to rebuild it.
     """
@@ -13,9 +13,9 @@ def trained_mlp():
     import torch
     from onnx import numpy_helper
 
-    from helpers.notebooks import from_notebook, require_artifact
+    from helpers.lessons_torch import MnistMLP
+    from helpers.notebooks import require_artifact
 
-    (MnistMLP,) = from_notebook("01_export_pytorch_mlp.ipynb", "MnistMLP")
     model = MnistMLP()
     weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
                for init in onnx.load(require_artifact("mnist_mlp_pytorch.onnx")).graph.initializer}

@@ -11,10 +11,7 @@ import pytest
 
 from helpers import benchmark
 from helpers.benchmark import BenchmarkFormatError
-from helpers.notebooks import from_notebook
-
-ratio_rows, ratio_table, evaluate_targets, targets_text = from_notebook(
-    benchmark.NOTEBOOK, "ratio_rows", "ratio_table", "evaluate_targets", "targets_text")
+from helpers.lessons import evaluate_targets, ratio_rows, ratio_table, targets_text
 
 
 def variant(name, model, runtime, precision, size, accuracy, b1, b256):

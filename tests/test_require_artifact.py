@@ -50,17 +50,6 @@ def test_a_half_written_artifact_is_rebuilt(producers, capsys):
     assert path.read_bytes() == whole
 
 
-def test_from_notebook_runs_only_the_save_cells(tmp_path, monkeypatch):
-    monkeypatch.setattr(notebooks, "NOTEBOOKS", tmp_path)
-    cells = [new_code_cell("#@save\nMEAN = 0.5"), new_code_cell("raise SystemExit('not a #@save cell')"),
-             new_code_cell("#@save\ndef scale(x):\n    return x * MEAN")]
-    nbformat.write(new_notebook(cells=cells), tmp_path / "20_teaches.ipynb")
-    mean, scale = notebooks.from_notebook("20_teaches.ipynb", "MEAN", "scale")
-    assert mean == 0.5 and scale(4) == 2.0
-    with pytest.raises(LookupError, match="no #@save cell defining \\['nothing'\\]"):
-        notebooks.from_notebook("20_teaches.ipynb", "nothing")
-
-
 def test_a_failing_notebook_is_named_with_its_error(producers):
     with pytest.raises(RuntimeError, match="11_fails.ipynb failed while rebuilding") as info:
         notebooks.require_artifact("bad.bin")

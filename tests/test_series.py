@@ -366,3 +366,35 @@ def test_core_paths_fit_a_three_hour_class():
             words, lines = words + counts["core_words"], lines + counts["core_lines"]
     assert words <= 5000 and lines <= 480, (f"core paths hold {words} words and {lines} code lines (budget: 5,000 "
                                             f"and 480):\n{series.budget()}")
+
+
+def test_sync_collects_the_save_cells_into_generated_modules(tiny_series):
+    """d2l's build step: every #@save cell, in order, in helpers/lessons.py (torch cells in lessons_torch.py),
+    each definition named after its notebook, imports hoisted, other cells left out; check() sees drift."""
+    import importlib.util
+
+    path = tiny_series / "notebooks" / "03_teach_things.ipynb"
+    make_notebook(path, "03", "Teach things", "Teach it.", code="#@save\nimport math\n\nSCALE = math.pi")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells += [new_code_cell("raise SystemExit('not a #@save cell')"),
+                 new_code_cell("#@save\nimport torch\n\ndef scaled(x):\n    return torch.tensor(x) * SCALE"),
+                 new_code_cell("#@save\ndef halve(x):\n    return x / 2")]
+    nbformat.write(nb, path)
+    series.sync(tiny_series)
+    plain = (tiny_series / "helpers" / "lessons.py").read_text()
+    framework = (tiny_series / "helpers" / "lessons_torch.py").read_text()
+    assert "generated: don't edit it directly" in plain.splitlines()[0]
+    assert plain.count("# Defined in notebooks/03_teach_things.ipynb") == 2 and "SystemExit" not in plain
+    assert "import torch" not in plain and "from helpers.lessons import SCALE" in framework
+    spec = importlib.util.spec_from_file_location("tiny_lessons", tiny_series / "helpers" / "lessons.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.halve(module.SCALE) == pytest.approx(1.5707963)
+    assert series.check(tiny_series) == ""
+    nb.cells[-1].source = "#@save\ndef halve(x):\n    return x * 0.5"
+    nbformat.write(nb, path)
+    assert "helpers/lessons.py: differs from the notebooks' #@save cells" in series.check(tiny_series)
+    nb.cells[-1].source = "#@save\ndef halve(x) return x"
+    nbformat.write(nb, path)
+    with pytest.raises(SyntaxError, match="03_teach_things.ipynb #@save cell 3: a #@save cell must be plain"):
+        series.sync(tiny_series)
