@@ -1,4 +1,4 @@
-"""The lessons' own code that needs torch, collected from the notebooks' ``#@save`` cells (generated: don't edit it directly).
+"""The lessons' torch code, collected from the notebooks' ``#@save`` cells (generated: don't edit it directly).
 
 Edit the notebook cell named above each definition, then run ``python -m helpers.series sync``.
 """

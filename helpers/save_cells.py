@@ -73,7 +73,7 @@ def lesson_modules(notebooks: list[Path], package: str = "helpers") -> dict[str,
         needed = (part["reads"] & plain) - part["defines"] - _imported(imports)
         if needed:  # a name an earlier cell of the notebook defined (notebook 01's constants)
             imports.append(f"from {package}.{PLAIN_MODULE} import {', '.join(sorted(needed))}")
-        what = "The lessons' own code" + ("" if module == PLAIN_MODULE else f" that needs {module.split('_')[1]}")
+        what = "The lessons' own code" if module == PLAIN_MODULE else f"The lessons' {module.split('_')[1]} code"
         head = HEADER.format(what=what) + ("\n\n" + "\n".join(imports) if imports else "")
         texts[module] = head + "\n\n\n" + "\n\n\n".join(part["blocks"]) + "\n"
     return texts
