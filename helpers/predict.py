@@ -1,13 +1,4 @@
-"""Classify digits with any MNIST ``.onnx`` file of the series, using only numpy + onnxruntime (notebook 03).
-
-It imports no other ``helpers`` module: a copy of this file runs wherever those two are installed
-(``tests/test_bare_env.py``); ``python -m helpers.predict --help`` shows the usage and exit codes.
-Images are 28x28 ``.npy`` arrays or ``.png`` files, read by the small decoder below (``zlib`` + ``struct``;
-gray, gray+alpha, RGB, RGBA, palette, 1-16 bits; colour becomes gray with the ITU-R 601 weights Pillow uses).
-The model contract (notebook 01) is a light digit on black in 0..1: an image whose border is not dark is refused
-(exit 4), never classified the wrong way round; ``--invert`` reads a dark digit on a light background;
-``--preprocess mnist`` drawings of any size either way round (the steps MNIST was made with).
-"""
+"""Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy and onnxruntime (notebook 03)."""
 from __future__ import annotations
 
 import argparse
@@ -40,7 +31,7 @@ examples:
   python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
 ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
-# What onnxruntime raises for a file it cannot load or run (plain Exception subclasses).
+# what onnxruntime raises for a file it cannot load or run
 ORT_ERRORS = tuple(v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception))
 
 
@@ -53,7 +44,7 @@ class InputError(Exception):
 
 
 # ----------------------------------------------------------------------------------------- the model
-class ModelSpec(NamedTuple):  # what the session's metadata says about the model's input and output
+class ModelSpec(NamedTuple):
     input_name: str
     input_type: str    # e.g. "tensor(float)"
     batch: int | None  # None = dynamic batch dimension
@@ -99,36 +90,7 @@ def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.Infere
     return session, inspect_session(session)
 
 
-# -------------------------------------------------------------------------------------------- images
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# PNG colour type -> (channels, allowed bit depths)
-PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
-                   6: (4, (8, 16))}
-MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
-
-
-def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
-    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
-    rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
-    out = np.zeros((height + 1, row_bytes), np.uint8)  # out[0]: the row of zeros above the image
-    for y, kind in enumerate(rows[:, 0].tolist(), start=1):
-        line, up = rows[y - 1, 1:], out[y - 1]
-        if kind in (0, 2):  # None, Up
-            out[y] = line + up if kind else line
-        elif kind == 1:  # Sub: a running sum (mod 256) of every bpp-th byte
-            out[y] = np.cumsum(line.reshape(-1, bpp), axis=0, dtype=np.uint8).ravel()
-        elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
-            done, above = bytearray(line.tobytes()), up.tolist()
-            for x in range(row_bytes):
-                a, b, c = (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
-                p = a + b - c  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
-                done[x] = (done[x] + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))) & 255
-            out[y] = np.frombuffer(done, np.uint8)
-        else:
-            raise ValueError(f"unknown PNG filter type {kind} in row {y - 1}")
-    return out[1:]
-
-
+# ------------------------------------------------------------------------------------- reading files
 def read_bytes(path: str | Path) -> bytes:
     """The file's bytes, read once; ``InputError`` naming the reason when it cannot be read."""
     try:
@@ -139,24 +101,65 @@ def read_bytes(path: str | Path) -> bytes:
         raise InputError(f"{path}: {reason or f'cannot read the file ({err.strerror or err})'}") from err
 
 
-def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
-    """Gray values of an image with transparent parts on paper of the opposite colour to its ink: a canvas
-    export (dark strokes on transparency) over white, light ink over black; ``InputError`` if both or none."""
-    if alpha.sum() == 0:
-        raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
-    dark_share = alpha[gray < (maximum + 1) // 2].sum() / alpha.sum()
-    if 0.05 < dark_share < 0.95:
-        raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
-                         f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
-                         f"save it on an opaque background")
-    paper = maximum if dark_share >= 0.95 else 0
-    return (gray * alpha + paper * (maximum - alpha) + maximum // 2) // maximum
+def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
+    """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
+    except (ValueError, OSError, EOFError) as err:
+        raise InputError(f"{path}: not a readable .npy array ({err})") from err
+    hw = tuple(expected_hw)
+    if array.shape == hw or (array.ndim == 4 and array.shape[1:] == (1, *hw)):
+        array = array.reshape(-1, *hw)
+    if array.ndim != 3 or array.shape[1:] != hw:
+        raise InputError(f"{path}: array of shape {array.shape}; the model expects {hw}, (N, {hw[0]}, {hw[1]}) "
+                         f"or (N, 1, {hw[0]}, {hw[1]})")
+    if len(array) == 0:
+        raise InputError(f"{path}: the array holds no images (shape {array.shape})")
+    if array.dtype == np.uint8:
+        return array.astype(np.float32) / 255.0
+    if not np.issubdtype(array.dtype, np.floating):
+        raise InputError(f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
+                         f"e.g. array.astype(np.uint8)")
+    if not (np.isfinite(array).all() and array.min() >= 0.0 and array.max() <= 1.0):
+        raise InputError(f"{path}: float values range {np.min(array):g}..{np.max(array):g}; expected finite "
+                         f"values in 0..1 (divide uint8 pixels by 255)")
+    return array.astype(np.float32)
 
 
-def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
-               max_side: int | None = None) -> np.ndarray:
-    """A PNG file's bytes -> float32 gray values in 0..1, [height, width]; ``InputError`` saying why not.
-    ``expected_hw`` (or else ``max_side``) is checked from the header, before anything is decompressed."""
+def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
+    """(float32 [N, H, W] in 0..1, is_png) from a PNG or ``.npy`` file told by content; ``any_size``: a drawing."""
+    data = read_bytes(path)
+    if data.startswith(PNG_SIGNATURE):
+        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[None], True
+    if data.startswith(b"\x93NUMPY"):
+        return decode_npy(data, path, expected_hw), False
+    raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
+
+
+def read_inputs(paths: list[str], spec: ModelSpec, mnist: bool = False) -> tuple[np.ndarray, list[str]]:
+    """Every file's images as float32 [N, H, W] (``mnist``: drawings preprocessed) and a source name per image."""
+    sources, batches = [], []
+    for path in paths:
+        images, is_png = read_image_file(path, (spec.height, spec.width), any_size=mnist)
+        names = [path] if is_png else [f"{path}[{i}]" for i in range(len(images))]
+        if mnist:
+            images = np.stack([mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)])
+        batches.append(images)
+        sources += names
+    return np.concatenate(batches), sources
+
+
+# ----------------------------------------------------------------------------------------- PNG decoding
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# PNG colour type -> (channels, allowed bit depths)
+PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
+                   6: (4, (8, 16))}
+MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
+
+
+def _png_chunks(data: bytes, path, expected_hw: tuple[int, int] | None,
+                max_side: int | None) -> tuple[tuple, np.ndarray | None, bytes]:
+    """(IHDR fields, palette or None, joined IDAT data) with CRCs and the header checked before decompressing."""
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
     pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
@@ -189,12 +192,40 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
         elif kind == b"IDAT":
             idat.append(body)
         elif kind == b"IEND":
-            break
+            return header, palette, b"".join(idat)
+
+
+def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
+    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
+    rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
+    out = np.zeros((height + 1, row_bytes), np.uint8)  # out[0]: the row of zeros above the image
+    for y, kind in enumerate(rows[:, 0].tolist(), start=1):
+        line, up = rows[y - 1, 1:], out[y - 1]
+        if kind in (0, 2):  # None, Up
+            out[y] = line + up if kind else line
+        elif kind == 1:  # Sub: a running sum (mod 256) of every bpp-th byte
+            out[y] = np.cumsum(line.reshape(-1, bpp), axis=0, dtype=np.uint8).ravel()
+        elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
+            done, above = bytearray(line.tobytes()), up.tolist()
+            for x in range(row_bytes):
+                a, b, c = (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
+                p = a + b - c  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
+                done[x] = (done[x] + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))) & 255
+            out[y] = np.frombuffer(done, np.uint8)
+        else:
+            raise ValueError(f"unknown PNG filter type {kind} in row {y - 1}")
+    return out[1:]
+
+
+def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
+               max_side: int | None = None) -> np.ndarray:
+    """A PNG file's bytes -> float32 gray [height, width] in 0..1; ``InputError`` saying why not."""
+    (width, height, depth, color, *_), palette, idat = _png_chunks(data, path, expected_hw, max_side)
     channels = PNG_COLOR_TYPES[color][0]
     row_bytes = (width * channels * depth + 7) // 8
     expected_size = height * (row_bytes + 1)
     try:  # bounded: no decompression bomb
-        raw = zlib.decompressobj().decompress(b"".join(idat), expected_size + 1)
+        raw = zlib.decompressobj().decompress(idat, expected_size + 1)
     except zlib.error as err:
         raise InputError(f"{path}: corrupt PNG image data ({err})") from err
     if len(raw) != expected_size:
@@ -216,9 +247,21 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
     return gray_from_pixels(samples, maximum, path)
 
 
+def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
+    """Gray values over paper of the colour opposite to the ink (white under dark strokes); ``InputError`` if mixed."""
+    if alpha.sum() == 0:
+        raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
+    dark_share = alpha[gray < (maximum + 1) // 2].sum() / alpha.sum()
+    if 0.05 < dark_share < 0.95:
+        raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
+                         f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
+                         f"save it on an opaque background")
+    paper = maximum if dark_share >= 0.95 else 0
+    return (gray * alpha + paper * (maximum - alpha) + maximum // 2) // maximum
+
+
 def gray_from_pixels(samples: np.ndarray, maximum: int = 255, name="image") -> np.ndarray:
-    """Integer pixels [H, W, C] (gray, gray+alpha, RGB or RGBA, 0..``maximum``) -> float32 gray [H, W] in 0..1,
-    as ``decode_png`` does: ITU-R 601 weights (Pillow's ``convert("L")``), ``_transparent_background``."""
+    """Integer pixels [H, W, 1..4 channels] -> float32 gray [H, W] in 0..1 (ITU-R 601 weights, as Pillow's "L")."""
     samples = np.asarray(samples)
     if samples.ndim != 3 or samples.shape[2] not in (1, 2, 3, 4) or not np.issubdtype(samples.dtype, np.integer):
         raise InputError(f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
@@ -237,47 +280,8 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
     return decode_png(read_bytes(path), Path(path), expected_hw)
 
 
-def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
-    """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
-    except (ValueError, OSError, EOFError) as err:
-        raise InputError(f"{path}: not a readable .npy array ({err})") from err
-    hw = tuple(expected_hw)
-    if array.shape == hw or (array.ndim == 4 and array.shape[1:] == (1, *hw)):
-        array = array.reshape(-1, *hw)
-    if array.ndim != 3 or array.shape[1:] != hw:
-        raise InputError(f"{path}: array of shape {array.shape}; the model expects {hw}, (N, {hw[0]}, {hw[1]}) "
-                         f"or (N, 1, {hw[0]}, {hw[1]})")
-    if len(array) == 0:
-        raise InputError(f"{path}: the array holds no images (shape {array.shape})")
-    if array.dtype == np.uint8:
-        return array.astype(np.float32) / 255.0
-    if not np.issubdtype(array.dtype, np.floating):
-        raise InputError(f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
-                         f"e.g. array.astype(np.uint8)")
-    if not (np.isfinite(array).all() and array.min() >= 0.0 and array.max() <= 1.0):  # NaN, inf or out of range
-        raise InputError(f"{path}: float values range {np.min(array):g}..{np.max(array):g}; expected finite "
-                         f"values in 0..1 (divide uint8 pixels by 255)")
-    return array.astype(np.float32)
-
-
-def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
-    """(float32 [N, H, W] in 0..1, is_png) from a PNG (N = 1) or a .npy file (told by content, opened once).
-    ``any_size`` (``--preprocess mnist``): a PNG of any size up to ``MAX_DRAWING_SIDE``."""
-    data = read_bytes(path)
-    if data.startswith(PNG_SIGNATURE):
-        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[None], True
-    if data.startswith(b"\x93NUMPY"):
-        return decode_npy(data, path, expected_hw), False
-    raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
-
-
-# ------------------------------------------------------------------- the background, MNIST-style preprocessing
-# How MNIST was made (LeCun et al.); web/preprocess.js does the same steps, in the same order and arithmetic.
-INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
+# ------------------------------------------------------------------------- the contract: light ink on black
 DARK, LIGHT = 0.25, 0.75  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
-BOX_SIDE, FIELD_SIDE = 20, 28
 
 
 def background(images: np.ndarray) -> np.ndarray:
@@ -286,14 +290,36 @@ def background(images: np.ndarray) -> np.ndarray:
     return np.median(np.concatenate(border, axis=-1), axis=-1)
 
 
+def check_inputs(images: np.ndarray, sources: list[str], inverted: bool = False) -> None:
+    """``InputError`` for a blank image or one whose background is not dark (it would be misread confidently)."""
+    flat = images.reshape(len(images), -1)
+    blank = np.flatnonzero(flat.max(axis=1) == flat.min(axis=1))
+    if len(blank):
+        i = blank[0]
+        raise InputError(f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
+                         f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else ""))
+    light = np.flatnonzero(background(images) > DARK)
+    if len(light):
+        i, hint = light[0], ("drop --invert for images that already are, or use" if inverted else "for a dark digit "
+                             "on a light or transparent background use --invert (28x28 images) or")
+        raise InputError(f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
+                         f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
+                         f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)")
+
+
 def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
-    """Ink in 0..1 (the contract's white on black) from a gray image either way round: on a light background
-    ink = 1 - gray, on a dark one ink = gray; a mid-gray background is an ``InputError``."""
+    """Ink in 0..1 from a gray image on a light (ink = 1 - gray) or dark background; mid-gray is an ``InputError``."""
     paper = float(background(gray))
     if DARK < paper < LIGHT:
         raise InputError(f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
                          f"be told apart; expected dark strokes on a light or transparent background")
     return 1.0 - gray if paper >= LIGHT else gray
+
+
+# ------------------------------------------------------------------------ MNIST-style preprocessing
+# the steps MNIST was made with (LeCun et al.); web/preprocess.js does them in the same order and arithmetic
+INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
+BOX_SIDE, FIELD_SIDE = 20, 28
 
 
 def _area_weights(n_in: int, n_out: int) -> np.ndarray:
@@ -304,17 +330,14 @@ def _area_weights(n_in: int, n_out: int) -> np.ndarray:
 
 
 def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.ndarray:
-    """A drawing's ink [H, W] (any size, 0..1) -> the model's float32 [28, 28] input, the way MNIST was made:
-    1. crop to the pixels with at least ``INK_THRESHOLD`` ink; 2. scale (area averaging) the longest side to 20
-    pixels; 3. place it in 28x28 with its centre of mass (``centre="mass"``) or its box's centre (``"box"``) at
-    the centre; ``"none"`` only resizes the whole drawing (a naive program). ``InputError``: no ink at all."""
+    """Ink [H, W] -> float32 [28, 28]: crop, longest side 20 px, centred by ``"mass"``, ``"box"`` or ``"none"``."""
     ink = np.asarray(ink, dtype=np.float64)
     if centre not in ("mass", "box", "none"):
         raise ValueError(f"centre must be 'mass', 'box' or 'none', got {centre!r}")
     rows, cols = np.nonzero(ink >= INK_THRESHOLD)
     if len(rows) == 0:
         raise InputError(f"{name}: no ink found (no pixel reaches {INK_THRESHOLD:.0%} ink): the drawing is empty")
-    if centre == "none":
+    if centre == "none":  # a naive program: the whole drawing resized
         return np.clip(_area_weights(ink.shape[0], FIELD_SIDE) @ ink @ _area_weights(ink.shape[1], FIELD_SIDE).T,
                        0, 1).astype(np.float32)
     crop = ink[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
@@ -333,26 +356,9 @@ def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.
     return np.clip(field, 0, 1).astype(np.float32)
 
 
-def check_inputs(images: np.ndarray, sources: list[str], inverted: bool = False) -> None:
-    """``InputError`` for an image the model cannot read right: a blank one (every pixel the same: no digit),
-    or one whose background is not dark (dark ink on light paper would be classified, confidently and wrongly)."""
-    flat = images.reshape(len(images), -1)
-    blank = np.flatnonzero(flat.max(axis=1) == flat.min(axis=1))
-    if len(blank):
-        i = blank[0]
-        raise InputError(f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
-                         f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else ""))
-    light = np.flatnonzero(background(images) > DARK)
-    if len(light):
-        i, hint = light[0], ("drop --invert for images that already are, or use" if inverted else "for a dark digit "
-                             "on a light or transparent background use --invert (28x28 images) or")
-        raise InputError(f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
-                         f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
-                         f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)")
-
-
-# ------------------------------------------------------------------------------------------- predict
+# ----------------------------------------------------------------------------------- running the session
 def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax, stable for large logits."""
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
 
@@ -371,6 +377,22 @@ def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) 
     if logits.shape[0] != len(batch) or logits.ndim != 2:
         raise ModelError(f"output {spec.output_name!r} has shape {logits.shape}; expected ({len(batch)}, classes)")
     return softmax(logits.astype(np.float64))
+
+
+# ------------------------------------------------------------------------------------------- the program
+def format_output(model: str, spec: ModelSpec, sources: list[str], probabilities: np.ndarray, as_json: bool) -> str:
+    """A line per image (source, digit, probability), or the JSON report with every probability."""
+    digits = probabilities.argmax(axis=1)
+    if as_json:
+        return json.dumps({
+            "model": model,
+            "input": {"name": spec.input_name, "type": spec.input_type, "height": spec.height, "width": spec.width},
+            "output": spec.output_name,
+            "predictions": [{"source": s, "class": int(d), "probability": float(p[d]), "probabilities": p.tolist()}
+                            for s, d, p in zip(sources, digits, probabilities)],
+        }, indent=1)
+    width = max(len(s) for s in sources)
+    return "\n".join(f"{s:<{width}}  {d}  {p[d]:.3f}" for s, d, p in zip(sources, digits, probabilities))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -396,8 +418,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: exit 0 ok, 2 usage (argparse), 3 model, 4 input."""
     parser = _parser()
-    args = parser.parse_args(argv)  # argparse exits with 2 on a usage error
+    args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.invert and args.preprocess == "mnist":
@@ -408,15 +431,7 @@ def main(argv: list[str] | None = None) -> int:
         if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
             raise ModelError(f"--preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
                              f"{spec.width}x{spec.height}")
-        sources, batches = [], []
-        for name in args.images:
-            images, is_png = read_image_file(name, (spec.height, spec.width), any_size=mnist)
-            names = [name] if is_png else [f"{name}[{i}]" for i in range(len(images))]  # a .npy entry: its index
-            if mnist:
-                images = np.stack([mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)])
-            batches.append(images)
-            sources += names
-        images = np.concatenate(batches)
+        images, sources = read_inputs(args.images, spec, mnist)
         if args.invert:
             images = 1.0 - images
         check_inputs(images, sources, args.invert)
@@ -424,19 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelError, InputError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_MODEL if isinstance(err, ModelError) else EXIT_INPUT
-    digits = probabilities.argmax(axis=1)
-    if args.json:
-        print(json.dumps({
-            "model": str(args.model),
-            "input": {"name": spec.input_name, "type": spec.input_type, "height": spec.height, "width": spec.width},
-            "output": spec.output_name,
-            "predictions": [{"source": s, "class": int(d), "probability": float(p[d]), "probabilities": p.tolist()}
-                            for s, d, p in zip(sources, digits, probabilities)],
-        }, indent=1))
-    else:
-        width = max(len(s) for s in sources)
-        for source, digit, p in zip(sources, digits, probabilities):
-            print(f"{source:<{width}}  {digit}  {p[digit]:.3f}")
+    print(format_output(str(args.model), spec, sources, probabilities, args.json))
     return EXIT_OK
 
 
