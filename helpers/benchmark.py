@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from helpers.atomic import atomic_path
 from helpers.paths import artifacts_dir
-from helpers.timing import bench_scale
+from helpers.timing import bench_scale, time_calls
 
 SCHEMA = "onnx-pdf/benchmarks/v1"
 RESULTS_FILE = "benchmarks.json"
@@ -63,13 +63,7 @@ class BenchmarkFormatError(ValueError):
 def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]], *,
                       min_time_s: float = 0.5, rounds: int = 5, warmup: int = 5, pause_s: float = 0.005,
                       seed: int = 0) -> dict[str, dict[str, dict]]:
-    """Time several ``name: (predict, {batch_size: x})`` in interleaved rounds; ``{name: {"1": stats, ...}}``.
-
-    Each round times every (variant, batch size) for ``min_time_s / rounds`` seconds (scaled by
-    ``ONNX_PDF_BENCH_SCALE``) in a seeded shuffled order, so a busy moment of the machine hits all alike.
-    ``pause_s`` lets spinning threads go idle between slices. Stats: ``p50``, ``p90`` (µs), ``n`` calls and
-    ``round_p50`` (each round's median: a spread means the machine was busy part of the time).
-    """
+    """Time ``{name: (predict, {batch_size: x})}`` in seeded shuffled rounds; ``{name: {"1": stats, ...}}``."""
     import random
     import time
 
@@ -77,8 +71,7 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
 
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    scale = bench_scale()
-    slice_s = min_time_s * scale / rounds
+    slice_s = min_time_s * bench_scale() / rounds
     pairs = [(name, b) for name, (_, inputs) in candidates.items() for b in inputs]
     samples: dict[tuple, list[list[float]]] = {pair: [] for pair in pairs}
     for name, b in pairs:
@@ -91,12 +84,7 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
         for name, b in pairs:
             predict, x = candidates[name][0], candidates[name][1][b]
             time.sleep(pause_s)
-            this_round, start = [], time.perf_counter()
-            while len(this_round) < 2 or time.perf_counter() - start < slice_s:
-                t0 = time.perf_counter()
-                predict(x)
-                this_round.append((time.perf_counter() - t0) * 1e6)
-            samples[name, b].append(this_round)
+            samples[name, b].append(time_calls(lambda: predict(x), calls=2, seconds=slice_s))
     out: dict[str, dict[str, dict]] = {name: {} for name in candidates}
     for (name, b), per_round in samples.items():
         every = np.concatenate(per_round)

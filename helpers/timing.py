@@ -1,7 +1,4 @@
-"""Timing loops for the measurements in the series (the machine they ran on: ``helpers.machine``).
-
-Timings are reported (medians, p90, ratios), never asserted: they depend on the machine.
-"""
+"""The one timing loop of the series; timings are reported (medians, p90), never asserted."""
 from __future__ import annotations
 
 import os
@@ -12,34 +9,28 @@ import numpy as np
 
 
 def bench_scale() -> float:
-    """``ONNX_PDF_BENCH_SCALE`` (default 1.0): how much longer (or shorter) every timing loop of the series runs."""
+    """``ONNX_PDF_BENCH_SCALE`` (default 1.0): how much longer or shorter every timing loop runs."""
     return float(os.environ.get("ONNX_PDF_BENCH_SCALE", "1.0"))
+
+
+def time_calls(fn: Callable[[], object], calls: int = 0, seconds: float = 0.0) -> list[float]:
+    """Microseconds of each call of ``fn()``: at least ``calls`` calls, and for at least ``seconds`` seconds."""
+    samples, start = [], time.perf_counter()
+    while len(samples) < calls or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return samples
 
 
 def measure(fn: Callable[[], object], repeat: int | None = None, warmup: int = 3,
             min_time_s: float | None = None) -> dict:
-    """Call ``fn`` ``warmup`` times, then time it; return p50/p90/mean in microseconds.
-
-    ``repeat`` fixed calls, or (default) as many as fit in ``min_time_s`` seconds (at least 10).
-    ``ONNX_PDF_BENCH_SCALE`` (default 1.0) scales both, so a test run can be short and a
-    learner's run precise.
-    """
-    scale = bench_scale()
+    """After ``warmup`` calls, ``repeat`` timed calls (else ``min_time_s``, default 1 s, and at least 10), scaled."""
     for _ in range(warmup):
         fn()
-    samples = []
     if repeat is not None:
-        for _ in range(max(3, int(repeat * scale))):
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
+        us = np.asarray(time_calls(fn, calls=max(3, int(repeat * bench_scale()))))
     else:
-        budget = (min_time_s if min_time_s is not None else 1.0) * scale
-        start = time.perf_counter()
-        while len(samples) < 10 or time.perf_counter() - start < budget:
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
-    us = np.asarray(samples) * 1e6
+        us = np.asarray(time_calls(fn, calls=10, seconds=(1.0 if min_time_s is None else min_time_s) * bench_scale()))
     return {"p50_us": float(np.median(us)), "p90_us": float(np.percentile(us, 90)),
             "mean_us": float(us.mean()), "n": int(len(us))}
