@@ -1,7 +1,4 @@
-"""What a reader needs to interpret a number: the CPU, its flags, and the package versions.
-
-``show_versions`` prints each notebook's package versions beside the versions the series was tested with.
-"""
+"""What a reader needs to interpret a number: the CPU, its flags, and the package versions."""
 from __future__ import annotations
 
 import os
@@ -10,13 +7,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
+from packaging.utils import canonicalize_name
+
 
 def cpu_description() -> dict:
     """CPU model, logical cores and the instruction-set flags that matter for inference speed."""
     model, flags = platform.processor() or "unknown", set()
-    ids = {}  # vendor, family, model number, stepping: "AMD EPYC" alone does not say which generation
+    ids = {}
     cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():  # Linux; elsewhere the flags stay unknown (an empty list in the report)
+    if cpuinfo.is_file():
         for line in cpuinfo.read_text().splitlines():
             key, _, value = (part.strip() for part in line.partition(":"))
             if key == "model name" and model in ("unknown", "", "x86_64"):
@@ -35,14 +34,8 @@ def cpu_description() -> dict:
 
 def package_versions(names: Iterable[str]) -> dict:
     """Installed versions of the given distributions (``None`` when absent)."""
-    installed = {_canonical(d.metadata["Name"]): d.version for d in metadata.distributions()}
-    return {name: installed.get(_canonical(name)) for name in names}
-
-
-def _canonical(name: str) -> str:  # PEP 503: onnxruntime_genai, onnxruntime-genai and ONNXRuntime.GenAI are one
-    import re
-
-    return re.sub(r"[-_.]+", "-", name).lower()
+    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    return {name: installed.get(canonicalize_name(name)) for name in names}
 
 
 def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None) -> dict:
@@ -52,27 +45,29 @@ def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), t
 
 
 def tested_versions() -> dict:
-    """``{distribution: version}`` pinned in the series' ``requirements.txt`` (the versions it was tested with)."""
-    import re
+    """``{canonical name: version}`` pinned with ``==`` in ``requirements.txt`` (the versions tested)."""
+    from packaging.requirements import Requirement
 
     from helpers.paths import REPO_ROOT
 
-    text = (REPO_ROOT / "requirements.txt").read_text()
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?==([^\s#]+)", text, re.M)  # extras such as [data]
-    return {_canonical(name): version for name, version in pins}
+    pins = {}
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            requirement = Requirement(line)
+            pinned = [s.version for s in requirement.specifier if s.operator == "=="]
+            if pinned:
+                pins[canonicalize_name(requirement.name)] = pinned[0]
+    return pins
 
 
 def show_versions(*names: str) -> dict:
-    """Print each package's installed version beside the version the series was tested with; warn on a difference.
-
-    A different version is not an error (the notebook may well work), so this warns instead of failing:
-    exact pins live in ``requirements.txt`` and ``tests/test_environment.py``. Returns ``{name: installed}``.
-    """
+    """Print each package's installed version beside the tested one, warn where they differ; ``{name: installed}``."""
     import warnings
 
     tested, found = tested_versions(), package_versions(names)
     for name in names:
-        want = tested.get(_canonical(name))
+        want = tested.get(canonicalize_name(name))
         mark = "" if want is None or found[name] == want else "   <- differs from the tested version"
         print(f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}")
         if mark:

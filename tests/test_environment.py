@@ -33,6 +33,11 @@ def test_every_requirement_is_pinned_exactly_and_says_who_needs_it():
 def test_torch_pins_are_the_ones_on_disk():
     pins = {PIN.match(l)["name"]: PIN.match(l)["version"] for l in requirement_lines()}
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
+    from packaging.utils import canonicalize_name
+
+    from helpers.machine import tested_versions
+
+    assert tested_versions() == {canonicalize_name(n): v for n, v in pins.items()}  # what show_versions compares
 
 
 def test_installed_versions_match_the_pins():
