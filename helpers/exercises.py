@@ -1,15 +1,15 @@
-"""Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong.
-
-Each ``helpers/checks/exNN.py`` ends with ``CHECKS = {"NN.K": checker}``; a checker raises ``Wrong`` (from
-``helpers.checks._common``) with what is not right yet, and imports its frameworks inside the function. Worked
-solutions are in ``solutions/``; ``tests/test_exercises.py`` runs every one through its check.
-"""
+"""Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from helpers.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09
 from helpers.checks._common import Wrong
+
+# notebook number -> its checks module, whose ``CHECKS`` maps exercise ids to checkers
+CHECK_MODULES = {"00": ex00, "01": ex01, "02": ex02, "03": ex03, "04": ex04, "05": ex05, "06": ex06, "07": ex07,
+                 "08": ex08, "09": ex09}
 
 
 @dataclass
@@ -33,40 +33,16 @@ class Feedback:
     __repr__ = __str__
 
 
-def _checks(number: str) -> dict[str, Callable[[Any], list[str] | str | None]]:
-    """The ``CHECKS`` mapping of ``helpers/checks/ex<number>.py`` (empty when there is no such module).
-
-    A plain mapping, imported like any module: re-importing or ``%autoreload`` cannot register anything twice.
-    """
-    import importlib
-
-    try:
-        module = importlib.import_module(f"helpers.checks.ex{number}")
-    except ModuleNotFoundError as err:
-        if err.name != f"helpers.checks.ex{number}":
-            raise
-        return {}
-    return dict(module.CHECKS)
-
-
 def all_exercises() -> dict[str, Callable[[Any], list[str] | str | None]]:
     """Every exercise id of the series -> its checker."""
-    import pkgutil
-
-    import helpers.checks as checks_pkg
-
-    found: dict = {}
-    for module in sorted(pkgutil.iter_modules(checks_pkg.__path__), key=lambda m: m.name):
-        if module.name.startswith("ex"):
-            found.update(_checks(module.name[2:]))
-    return found
+    return {exercise: checker for module in CHECK_MODULES.values() for exercise, checker in module.CHECKS.items()}
 
 
 def check(exercise_id: str, answer: Any) -> Feedback:
     """Check ``answer`` for exercise ``exercise_id`` (e.g. ``"01.2"``) and say what is right or wrong."""
-    checks = _checks(str(exercise_id).split(".")[0]) if "." in str(exercise_id) else {}
+    checks = all_exercises()
     if exercise_id not in checks:
-        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(all_exercises()))}")
+        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(checks))}")
     try:
         details = checks[exercise_id](answer)
     except Wrong as wrong:

@@ -36,6 +36,17 @@ def test_a_wrong_answer_is_told_what_is_wrong(exercise_id):
     assert "expected" in feedback.message, feedback.message
 
 
+def test_the_registry_holds_every_checks_module_and_each_only_its_notebook():
+    from helpers.exercises import CHECK_MODULES
+    from helpers.paths import REPO_ROOT
+
+    on_disk = sorted(p.stem[2:] for p in (REPO_ROOT / "helpers" / "checks").glob("ex[0-9][0-9].py"))
+    assert sorted(CHECK_MODULES) == on_disk
+    for number, module in CHECK_MODULES.items():
+        assert module.__name__ == f"helpers.checks.ex{number}"
+        assert module.CHECKS and all(e.startswith(number + ".") for e in module.CHECKS), module.CHECKS
+
+
 def test_unknown_exercise_lists_the_known_ones():
     with pytest.raises(KeyError, match="known: 00.1"):
         check("99.9", 1)
