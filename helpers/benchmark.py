@@ -1,9 +1,4 @@
-"""Plumbing for notebook 06 (``06_benchmark_runtimes.ipynb``): interleaved timing and the results file
-``artifacts/benchmarks.json`` (JSON Schema ``RESULTS_SCHEMA``); the ratio table is taught in the notebook.
-
-Headless: ``python -m helpers.benchmark`` runs notebook 06 and prints the table (``--scale 0.3`` shortens the
-timing loops, ``--table-only`` prints the table of an existing file).
-"""
+"""Notebook 06: interleaved timing and ``artifacts/benchmarks.json``; ``python -m helpers.benchmark`` runs it."""
 from __future__ import annotations
 
 import argparse

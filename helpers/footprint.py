@@ -1,13 +1,4 @@
-"""What an environment costs: a cached bare inference venv, installed sizes, import times (notebook 03).
-
-Nothing here imports torch or tensorflow: their sizes are read from the installed distributions' file lists
-(``importlib.metadata``) and their import time is measured in fresh processes.
-
-* ``bare_env()`` - a virtual environment holding only ``requirements-inference.txt`` (no pip, no helpers), built
-  once, checked with ``pip check`` and kept as ``.cache/venv-inference-<hash>`` (``helpers.atomic.cached_dir``);
-  the hash covers the requirements and the base Python, so editing the pins builds a new one.
-* ``installed(env)`` and ``stack_costs(env)`` - what it holds, and its size and import time next to the stacks.
-"""
+"""What an environment costs: a cached bare inference venv, installed sizes, import times (notebook 03)."""
 from __future__ import annotations
 
 import hashlib
@@ -75,8 +66,7 @@ def installed(env_dir: Path) -> dict[str, str]:
 
 
 def closure_size(names: list[str]) -> int:
-    """Bytes installed here by the distributions ``names`` and, recursively, every one they require (environment
-    markers evaluated, extras not followed); a file shared by two of them counts once."""
+    """Bytes installed by ``names`` and everything they require (markers evaluated), each file counted once."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
@@ -97,8 +87,7 @@ def closure_size(names: list[str]) -> int:
 
 
 def import_seconds(python: Path | str, module: str, repeat: int = 3) -> float:
-    """Median wall-clock seconds of ``import module``, each in a fresh process, after one discarded warm-up run
-    (it fills the OS file cache). ``ONNX_PDF_BENCH_SCALE`` scales ``repeat`` (at least 1)."""
+    """Median seconds of ``import module`` in fresh processes after a discarded warm-up (``repeat`` scaled)."""
     code = f"import time; t0 = time.perf_counter(); import {module}; print(time.perf_counter() - t0)"
     samples = []
     for _ in range(1 + max(1, round(repeat * bench_scale()))):
@@ -110,8 +99,7 @@ def import_seconds(python: Path | str, module: str, repeat: int = 3) -> float:
 
 
 def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
-    """{stack: (installed MB, median import seconds)}: the bare venv's site-packages (every file, like ``du``)
-    against torch + torchvision and tensorflow with everything they require here (numpy counts in each)."""
+    """{stack: (installed MB, median import seconds)}: the bare venv against torch and tensorflow here."""
     site = site_packages(env_dir)
     bare_bytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink())
     here = sys.executable

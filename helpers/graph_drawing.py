@@ -1,10 +1,8 @@
-"""Draw an ONNX graph inside a notebook (notebook 00): edges follow from tensor names, drawn with networkx and
-matplotlib (no Graphviz, no browser). For an interactive view, open the file in Netron (netron.app)."""
+"""Draw an ONNX graph in a notebook with networkx and matplotlib (notebook 00)."""
 from __future__ import annotations
 
 def onnx_to_networkx(model):
-    """A ``networkx.DiGraph``: one node per graph input, operator (labelled with the weights it reads) and output;
-    edges carry the ``tensor`` name. TypeError for anything but a ModelProto, ValueError for a dangling tensor."""
+    """A ``networkx.DiGraph`` of inputs, operators and outputs, edges named by tensor (TypeError, ValueError)."""
     import networkx as nx
     import onnx
 

@@ -1,6 +1,4 @@
-"""The checks around notebook 07's Hugging Face Hub download (``snapshot_download`` is the notebook's): the
-weight files' SHA-256 the Hub publishes (their Git LFS ids) against the pins, before and after downloading, and
-one line instead of a traceback when the Hub cannot be used."""
+"""The checks around notebook 07's Hub download: published SHA-256 against the pins, one line when it fails."""
 from __future__ import annotations
 
 import contextlib
@@ -49,8 +47,7 @@ def check_files(spec) -> None:
 
 @contextlib.contextmanager
 def fallback(instead: str, log: Callable[[str], None] = print):
-    """If the Hub cannot be used in the block (other hashes than the pins, an error answer, no answer), say why
-    in one line and continue (with ``instead``); anything else is a bug and propagates."""
+    """Say in one line why the Hub cannot be used and go on with ``instead``; anything else propagates."""
     from huggingface_hub.errors import HfHubHTTPError, HTTPError
 
     from helpers.assets import ChecksumError

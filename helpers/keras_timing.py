@@ -1,10 +1,4 @@
-"""Time the Keras MLP in a process of its own, for notebook 06: ``python -m helpers.keras_timing FILE.onnx``.
-
-TensorFlow stays out of the notebook's process (its thread pools would compete with the runtimes timed there).
-This rebuilds notebook 02's Keras MLP from the weights in its ``.onnx`` file (tf2onnx writes each Dense layer as
-``MatMul`` then ``Add``), checks parity with ONNX Runtime, times ``model(x, training=False)`` and the same file in
-ONNX Runtime side by side (``helpers.benchmark.time_side_by_side``), and prints one JSON object.
-"""
+"""Time notebook 02's Keras MLP beside ONNX Runtime in a process of its own: ``python -m helpers.keras_timing``."""
 from __future__ import annotations
 
 import argparse

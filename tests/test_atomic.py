@@ -99,7 +99,7 @@ def test_atomic_dir_cleans_up_after_an_exception_and_replaces_whole(tmp_path):
 
 def test_leftovers_of_the_first_version_are_cleaned(tmp_path):
     dest = tmp_path / "venv"
-    (tmp_path / ".venv.old-12345").mkdir()  # what a crash between the old code's two renames left
+    (tmp_path / ".venv.old-12345").mkdir()  # a crash between two renames may leave this too
     cached_dir(dest, lambda tmp: write_version(tmp, "new"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"]
 

@@ -1,7 +1,4 @@
-"""Small pieces shared by the checkers: answer shapes, ONNX models and sessions, the test digits.
-
-Only the standard library at import time (notebook 03's checks must not load the ``onnx`` package).
-"""
+"""Pieces shared by the checkers (answer shapes, models, sessions, test digits); only the stdlib at import."""
 from __future__ import annotations
 
 import os
@@ -94,12 +91,7 @@ def reference_logits(filename: str, images):
 
 
 def renamed_copy(path) -> bytes:
-    """The model at ``path`` with its input renamed 'image' -> 'pixel' and its output 'logits' -> 'scores'.
-
-    Without the onnx package: in the protobuf encoding a name is its field tag, its length, then its bytes, and
-    the new names have the same lengths, so swapping these exact byte sequences changes only those fields
-    (graph input/output names: tag 0x0a; node inputs: 0x0a; node outputs: 0x12). The result is verified below.
-    """
+    """The model at ``path`` with 'image' renamed 'pixel' and 'logits' 'scores', byte for byte, without ``onnx``."""
     data = Path(path).read_bytes()
     for old, new in ((b"\x0a\x05image", b"\x0a\x05pixel"), (b"\x0a\x06logits", b"\x0a\x06scores"),
                      (b"\x12\x06logits", b"\x12\x06scores")):
@@ -116,10 +108,7 @@ def renamed_copy(path) -> bytes:
 
 def varied_model(model, seed: int, input_name: str | None = None, output_name: str | None = None,
                  relative_noise: float = 0.0):
-    """A copy of ``model`` (an ``onnx.ModelProto``) that a hard-coded answer cannot pass, made without training:
-    its graph input and output renamed, and every float weight of more than one value moved by Gaussian noise of
-    ``relative_noise`` times that weight's own standard deviation (another function than the original's).
-    Needs ``onnx``: checkers of notebooks that do not load it call ``write_varied_copy`` instead."""
+    """A copy of ``model`` with new input/output names and every weight moved by noise (needs ``onnx``)."""
     import numpy as np
     import onnx
     from onnx import numpy_helper
@@ -143,8 +132,7 @@ def varied_model(model, seed: int, input_name: str | None = None, output_name: s
 
 
 def write_varied_copy(source, target, seed: int, input_name: str, output_name: str, relative_noise: float) -> Path:
-    """``varied_model`` of the file ``source`` written to ``target``, built in another process (``onnx`` stays
-    out of the learner's kernel); the copy is verified to load and to have the new names."""
+    """``varied_model`` of ``source`` written to ``target`` by another process (``onnx`` stays out), verified."""
     import json
     import subprocess
     import sys

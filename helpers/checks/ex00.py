@@ -141,9 +141,7 @@ def _renamed_variant(exported, rng):
 
 
 def _reshaped_variant(exported, rng):
-    """The MLP's five op types wired another way, from its weights perturbed (no training): Reshape to [-1, 392]
-    (two rows per image), a Gemm with a square weight [392, 392] and transB=1, Reshape to [-1, 784] (one row per
-    image again), a Gemm that takes the weight as A and writes [256, batch], and one that reads it with transA=1."""
+    """The MLP's five op types wired another way (Reshapes to two rows per image, transposed Gemms), weights moved."""
     from onnx import TensorProto, helper, numpy_helper
 
     by_op = {}
@@ -299,12 +297,7 @@ def broken_models() -> dict:  # the three breakages of exercise 00.3, applied to
 
 
 def detector_of(value) -> str | None:
-    """One of DETECTORS for an answer spelled as the exercise spells the tools (or as the tool itself), else None.
-
-    "check_model", "onnx.checker.check_model", "check_model(..., full_check=True)", "full_check=True",
-    "ort.InferenceSession", "onnxruntime.InferenceSession", "nothing", and the functions themselves
-    (``onnx.checker.check_model``, ``ort.InferenceSession``, ``functools.partial(check_model, full_check=True)``).
-    """
+    """One of DETECTORS for an answer spelled as the exercise or the tool spells it (or the function), else None."""
     import functools
 
     import onnx

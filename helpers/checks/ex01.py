@@ -1,5 +1,4 @@
-"""Checks for the exercises of notebook 01 (PyTorch export). Each reference comes from the published
-``artifacts/mnist_mlp_pytorch.onnx`` run by ONNX Runtime, the exercise's extra step written in numpy."""
+"""Checks for notebook 01's exercises against its ``mnist_mlp_pytorch.onnx`` run by ONNX Runtime."""
 from __future__ import annotations
 
 import functools
@@ -18,8 +17,7 @@ def _fresh_images(n: int, seed: int):  # test digits picked at random, not the f
 
 
 def _opened(answer, inputs: dict, outputs: dict):
-    """A session for the file: tensors named, float32, shaped [batch, ...] (``inputs``/``outputs``: name -> the
-    shape after the batch), the batch of every input dynamic."""
+    """A session for the file, its tensors named, float32 and shaped [dynamic batch, ...] as ``inputs``/``outputs``."""
     session = _session(as_model_path(answer))
     found_in, found_out = [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
     if found_in != list(inputs):

@@ -1,11 +1,4 @@
-"""Checks for the exercises of notebook 02 (Keras export with tf2onnx).
-
-02.1's answer is the learner's function ``train_cnn(x_train, y_train, path)``: the check gives it training digits
-of its own choosing, relabelled by a fixed permutation of the ten classes, so a CNN trained on anything else (the
-notebook's arrays, the test digits) shows in its predictions. 02.2 and 02.3's answer is ``(keras_model, path)``.
-Each file runs in ONNX Runtime on test digits and batch sizes the learner never used, against the learner's Keras
-model called on the same images: the reference is computed another way.
-"""
+"""Checks for notebook 02's exercises: each file runs in ONNX Runtime on unseen digits against the Keras model."""
 from __future__ import annotations
 
 import tempfile

@@ -1,9 +1,4 @@
-"""Checks for the exercises of notebook 03 (numpy and onnxruntime only).
-
-Like the notebook, these checks use numpy and onnxruntime in the learner's kernel, not even the ``onnx`` package:
-the copies of the PyTorch file that 03.1 and 03.3 try a function on are built by ``python -m helpers.checks.ex03``
-in a separate process (that one uses ``onnx``). Functions run on digits the learner did not pick.
-"""
+"""Checks for notebook 03's exercises with numpy and onnxruntime only (the copies are built in another process)."""
 from __future__ import annotations
 
 import functools
@@ -39,9 +34,7 @@ def reference_name(filename: str) -> str:
 
 
 def build_copies(source: Path, folder: Path) -> None:
-    """Write LAYOUT_COPIES and FIXED_BATCHES in ``folder`` (needs ``onnx``), each with its reference: weights moved
-    by ``varied_model``, then the layout copies wrap that graph, new input -> Cast / Reshape / Transpose ->
-    'image' -> graph -> 'logits' -> Cast -> new output; the batch copies get new names and a fixed batch."""
+    """Write LAYOUT_COPIES and FIXED_BATCHES into ``folder`` (needs ``onnx``), each beside its reference labels."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -76,8 +69,7 @@ def build_copies(source: Path, folder: Path) -> None:
 
 
 def _setting(filenames) -> tuple:
-    """(digits, the PyTorch file's labels for them, {description: (session, its labels)}): the copies are built
-    in another process so that this kernel never imports ``onnx``; each copy's labels come from its reference."""
+    """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
     from helpers.mnist import load_mnist
     from helpers.notebooks import require_artifact
 
@@ -124,8 +116,7 @@ def _hint(message: str) -> str:
 
 
 def _agree(function, session, digits, want, what: str, unscaled=None, original=None) -> None:
-    """The learner's labels must be the file's own (ONNX Runtime's message and a hint if the function fails);
-    ``original``: the labels of notebook 01's file, which a copy with other weights does not give."""
+    """``Wrong`` unless the learner's labels are the file's own (``original``: notebook 01's file's labels)."""
     try:
         got = np.asarray(function(session, digits))
     except Exception as err:  # whatever the learner's function raises is reported, not hidden

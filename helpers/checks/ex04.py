@@ -1,5 +1,4 @@
-"""Checks for notebook 04's exercises, on inputs the learner was not handed (other colours and sizes, other
-digits, a model with other tensor names); the drawings are painted here, so the true ink of each pixel is known."""
+"""Checks for notebook 04's exercises on drawings, digits and models the learner was not handed."""
 from __future__ import annotations
 
 import json
@@ -71,8 +70,7 @@ TOP3_MODELS = {"notebook 01's model": (None, None, 0, 17),
 
 
 def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> str:
-    """``node SCRIPT MODEL PIXELS`` in a scratch folder under the repository (Node finds its packages there),
-    with file names the notebook never used; its standard output."""
+    """Standard output of ``node SCRIPT MODEL PIXELS`` in a scratch folder under the repository."""
     from helpers.paths import REPO_ROOT
 
     with tempfile.TemporaryDirectory(prefix=".check-04.2-", dir=REPO_ROOT) as scratch:

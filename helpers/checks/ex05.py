@@ -1,6 +1,4 @@
-"""Checks for notebook 05's exercises. 05.1 and 05.3 run the learner's function on a model of the check's own
-and judge what it writes: operators, attributes, agreement with the fp32 model on test digits the learner's code
-never sees. 05.2 runs the learner's reader class on the CNN file and on a renamed copy."""
+"""Checks for notebook 05's exercises on models of the check's own and a renamed copy of the CNN file."""
 from __future__ import annotations
 
 import inspect
@@ -16,9 +14,7 @@ LAYERS = ("Conv", "Gemm", "MatMul")
 
 
 def fresh_model(path: Path, kind: str = "cnn") -> Path:
-    """A classifier unlike the series' ones, input 'pixels', output 'scores' ("cnn": 5×5 unpadded Conv (4
-    channels), 3×3 stride-2 padded Conv (6), Gemm; "mlp": Gemm 784->100, MatMul + Add 100->10). The hidden
-    layers are random; the last one is fitted by ridge regression on 2,000 training digits, so it classifies."""
+    """A classifier unlike the series' ones (``"cnn"`` or ``"mlp"``), input 'pixels', output 'scores', head fitted."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -111,8 +107,7 @@ def calibration_digits(kind: str) -> np.ndarray:
 
 
 def input_range(path) -> float:
-    """The largest input value the int8 file can represent: (qmax - zero point) x scale of the QuantizeLinear
-    that reads the graph input (the calibrated maximum, for any quantized type)."""
+    """The largest input the int8 file can represent: (qmax - zero point) x scale of the input QuantizeLinear."""
     from onnx import numpy_helper
 
     model = load_model(path)
@@ -151,8 +146,7 @@ def _structure(path, what: str) -> int:
 
 
 def _eight_bit(path, what: str) -> None:
-    """Every stored zero point of the QDQ pairs is int8 or uint8 (int32 for biases): an int8 file, not int4 or
-    int16."""
+    """Every stored zero point of the QDQ pairs is int8 or uint8 (int32 for biases): not int4 or int16."""
     from onnx import TensorProto
 
     model = load_model(path)
@@ -201,8 +195,7 @@ def check_static_int8(answer):
 
 # ---------------------------------------------------------------------------------------------- 05.2
 def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int | None, name: str, what: str) -> None:
-    """Run the reader to its end; its batches must be ``{name: digits / 255}`` in order, then None for good
-    (``batch_size`` None: the constructor's default, 100)."""
+    """Run the reader to its end: ``{name: digits / 255}`` in order, then None for good (``batch_size`` None: 100)."""
     try:
         reader = reader_class(str(model_path), digits) if batch_size is None else \
             reader_class(str(model_path), digits, batch_size)

@@ -1,8 +1,4 @@
-"""Checks for notebook 06's exercises. 06.1 times a stand-in model whose calls the check records (its durations
-drawn afresh at every check), with a wall clock (``time.time``) ticking every 15.6 ms as on some systems; 06.2
-counts multiply-adds layer by layer from the convolution arithmetic, on the series' models and on CNNs the check
-builds with new layer sizes every time. Feedback says what differs (a direction, a coarse size, which layers),
-never the expected number."""
+"""Checks for notebook 06's exercises: timing a stand-in model on a coarse clock, counting a CNN's multiply-adds."""
 from __future__ import annotations
 
 import math
@@ -121,9 +117,7 @@ def _check_fair_time_on(answer, kind, rng) -> str:
 # ---------------------------------------------------------------------------------------------- 06.2
 def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, batch=1, padded=True,
                     strided=True) -> int:
-    """Multiply-adds for one image, layer by layer from the convolution arithmetic: a Conv applies each weight at
-    every output position (``per_position=False``: the number of weights; ``batch``: its positions for that many
-    images; ``padded``, ``strided`` False: the positions with the Conv's padding or strides left out)."""
+    """Multiply-adds for one image, layer by layer (``per_position``, ``batch``, ``padded``, ``strided``: the slips)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -148,9 +142,7 @@ def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True
 
 
 def random_cnn(path: Path, rng, head: str = "Gemm") -> Path:
-    """A CNN the learner has not seen (28×28 digits in, 10 scores out), with layer sizes drawn by ``rng``: a Conv with
-    a 3, 5 or 7 kernel, padded or not; a strided padded Conv; a ``Gemm`` head, or ``MatMul`` + ``Add``. Random
-    weights: multiply-adds do not depend on them. The model passes ``onnx.checker.check_model``."""
+    """A CNN with layer sizes drawn by ``rng`` (28x28 in, 10 scores out, random weights), checked by onnx."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 

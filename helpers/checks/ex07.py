@@ -1,6 +1,4 @@
-"""Checks for notebook 07's exercises. The truth: the checker's own greedy runs of notebook 07's int4 model on
-prompts the notebook does not show, a fresh generator per prompt, the whole text decoded at every step (the
-solutions rewind one generator and stream). Feedback says what differs and where, never the expected tokens."""
+"""Checks for notebook 07's exercises against the checker's own greedy runs of the int4 model on unseen prompts."""
 from __future__ import annotations
 
 import functools
@@ -98,8 +96,7 @@ ROUNDS = [  # (system prompt, questions, range of max_new_tokens): the order and
 
 
 def _run_answer_each(answer, model, tokenizer, prefix, questions, max_new, what):
-    """The learner's function on a generator that holds ``prefix``: (its answer, the generator's recorded calls,
-    how many generators the learner made with ``og.Generator``)."""
+    """(the learner's answer on a generator holding ``prefix``, its recorded calls, the generators the learner made)."""
     import numpy as np
     import onnxruntime_genai as og
     from unittest import mock

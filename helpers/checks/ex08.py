@@ -19,8 +19,7 @@ LONG_NAME = 200  # characters: a name this long could fill the check's max_new_t
 
 
 def person_probes(rng):
-    """(an answer, should a right schema accept it?, the requirement it tests), with names and ages drawn by
-    ``rng``: a schema that lists the probes cannot pass."""
+    """(answer, should a right schema accept it?, the requirement it tests), names and ages drawn by ``rng``."""
     name40, age = str(rng.choice(NAMES_40)), int(rng.integers(1, 120))
     assert len(name40) == 40
     short = str(rng.choice(["Bo", "Li", "Al"]))
@@ -136,8 +135,7 @@ LAYER_NODES = [("input_layernorm/SimplifiedLayerNormalization", "SimplifiedLayer
 
 
 def _profiles(folder, rng, layers, steps):
-    """``steps`` files as ``enable_profiling`` writes them: per node a fence event and a kernel-time event, nodes
-    outside the layers (embedding, final norm, lm_head), a session event; durations drawn by ``rng``."""
+    """``steps`` profiles as ``enable_profiling`` writes them, durations drawn by ``rng``."""
     paths = []
     nodes = [("embed_tokens/GatherBlockQuantized", "GatherBlockQuantized"), ("norm/SkipSimplifiedLayerNorm",
              "SkipSimplifiedLayerNormalization"), ("lm_head/MatMul_Q4", "MatMulNBits")] + [

@@ -1,7 +1,4 @@
-"""Checks for the exercises of notebook 09 (Ray). Neither starts Ray: a ``map_batches`` callable is a plain class
-that Ray Data instantiates once per actor and calls once per batch, and the check does exactly that, on digits
-and ids the learner did not see, with a model file of its own.
-"""
+"""Checks for notebook 09's exercises without Ray: each callable run as Ray Data would, on unseen digits."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +10,7 @@ TOP2_KEYS = ("id", "top1", "top2", "p1", "p2")
 
 # ------------------------------------------------------------------------------------------------ 09.1
 def random_mlp_bytes(seed: int) -> bytes:
-    """A small MLP under the series' contract (input ``image`` float32 [N, 1, 28, 28], output ``logits``
-    [N, 10]) with random weights: its digits are not the series' model's."""
+    """A small MLP under the series' contract (``image`` [N, 1, 28, 28] -> ``logits`` [N, 10]), random weights."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -34,8 +30,7 @@ def random_mlp_bytes(seed: int) -> bytes:
 
 
 def unseen_batches(seed: int) -> list:
-    """pyarrow batches of shifted MNIST test digits with shuffled, gapped ids, an extra column, and sizes
-    that differ (one has a single row)."""
+    """pyarrow batches of shifted test digits: shuffled, gapped ids, an extra column, sizes that differ."""
     import pyarrow as pa
 
     from helpers.mnist import load_mnist
@@ -66,8 +61,7 @@ def _expected(model: bytes, batch) -> dict:
 
 
 class _SessionCount:
-    """Counts InferenceSession objects made while active (patches the class itself, so every way of
-    naming it counts)."""
+    """Counts InferenceSession objects made while active (the class itself is patched)."""
 
     def __enter__(self):
         import onnxruntime as ort
