@@ -404,7 +404,7 @@ def test_runs_the_series_models_like_onnxruntime_does(digits):
     assert (logits.argmax(1) == digits[1]).mean() > 0.9
 
 
-# ------------------------------------------------------------ transparency, blank images (issue 12 §5)
+# ----------------------------------------------------------------------- transparency, blank images
 def _dark_on_transparent(digit: np.ndarray) -> np.ndarray:
     """What a canvas exports: black strokes whose opacity is the ink, on a fully transparent background."""
     rgba = np.zeros((*digit.shape, 4), np.uint8)
@@ -423,7 +423,7 @@ def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits)
 
 
 def test_canvas_exports_are_classified_like_the_digits_themselves(tmp_path, digits, capsys):
-    """Before the fix every such file read as an empty black image: the same digit for all, exit 0."""
+    """Dark strokes on transparency read with --invert or --preprocess mnist as the digits themselves."""
     from helpers.notebooks import require_artifact
 
     model = str(require_artifact("mnist_mlp_pytorch.onnx"))
@@ -476,7 +476,7 @@ def test_light_ink_on_transparent_still_reads_white_on_black(tmp_path, digits):
     np.testing.assert_allclose(P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6)
 
 
-# ------------------------------------------------------------------- polarity (issue 19 §6)
+# -------------------------------------------------------------------------------------- polarity
 def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]]:
     """Real test digits saved the way people save drawings: dark ink on a light (or transparent) background."""
     forms = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
@@ -504,8 +504,7 @@ def cli_accuracy(capsys, labels, *argv) -> float:
 
 @pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
 def test_dark_digits_on_light_backgrounds_are_refused_never_misread(tmp_path, digits, mnist_model, capsys, form):
-    """Before the fix each form exited 0 with a confident wrong digit (3 % accuracy); --invert and --preprocess
-    mnist read them right."""
+    """Exit 4 instead of a confident wrong digit; --invert and --preprocess mnist read them right."""
     images, labels = digits
     files = dark_on_light_files(tmp_path, images)[form]
     assert P.main([mnist_model, *files]) == P.EXIT_INPUT
@@ -534,27 +533,31 @@ def test_background_is_the_median_of_the_border(digits):
         P.check_inputs(np.stack([image, np.full((28, 28), 0.5) + image / 4]), ["a", "b"])
 
 
-# ----------------------------------------------------------------- unreadable inputs (issue 14 §3)
-def _refuse_to_open(monkeypatch, target: Path):
-    """Make every open() of ``target`` raise PermissionError, as for a file this user may not read (tests run
-    as root, for whom chmod 000 changes nothing)."""
+# ------------------------------------------------------------------------------------ unreadable inputs
+def _watch_open(monkeypatch, before_open):
+    """Call ``before_open(path)`` at every open() of a path (it may raise), then open as usual."""
     import builtins
     import io
 
     real_open = io.open
 
-    def guarded(file, *args, **kwargs):
-        if isinstance(file, (str, Path)) and Path(file) == target:
-            raise PermissionError(13, "Permission denied", str(file))
+    def watched(file, *args, **kwargs):
+        if isinstance(file, (str, Path)):
+            before_open(Path(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", guarded)
-    monkeypatch.setattr(io, "open", guarded)
+    monkeypatch.setattr(builtins, "open", watched)
+    monkeypatch.setattr(io, "open", watched)
 
 
 def test_permission_denied_is_an_input_error_with_exit_4(tmp_path, model_path, digits, monkeypatch, capsys):
     Image.fromarray(digits[0][0]).save(tmp_path / "locked.png")
-    _refuse_to_open(monkeypatch, tmp_path / "locked.png")
+
+    def refuse(path):  # as for a file this user may not read (tests run as root: chmod 000 changes nothing)
+        if path == tmp_path / "locked.png":
+            raise PermissionError(13, "Permission denied", str(path))
+
+    _watch_open(monkeypatch, refuse)
     assert P.main([str(model_path), str(tmp_path / "locked.png")]) == P.EXIT_INPUT
     assert "permission denied" in capsys.readouterr().err
 
@@ -567,20 +570,10 @@ def test_a_folder_given_as_an_image_is_reported_as_a_folder(tmp_path, model_path
 
 
 def test_each_image_file_is_opened_once(tmp_path, model_path, digits, monkeypatch, capsys):
-    import builtins
-    import io
-
     Image.fromarray(digits[0][0]).save(tmp_path / "d.png")
     np.save(tmp_path / "b.npy", digits[0][:2])
     opened = []
-    real_open = io.open
-
-    def counting(file, *args, **kwargs):
-        opened.append(Path(file).name if isinstance(file, (str, Path)) else file)
-        return real_open(file, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", counting)
-    monkeypatch.setattr(io, "open", counting)
+    _watch_open(monkeypatch, lambda path: opened.append(path.name))
     assert P.main([str(model_path), str(tmp_path / "d.png"), str(tmp_path / "b.npy")]) == P.EXIT_OK
     assert opened.count("d.png") == 1 and opened.count("b.npy") == 1, opened
     capsys.readouterr()
