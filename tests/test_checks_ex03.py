@@ -11,6 +11,7 @@ import pytest
 from helpers.checks.ex03 import shift_accuracies
 from helpers.exercises import check
 from solutions.ex03 import classify
+from tables import right, rows
 
 
 def _scaled(images):
@@ -47,12 +48,6 @@ def classify_one_at_a_time(session, images):  # one image per run; output name r
     return np.array([int(session.run([out.name], {spec.name: feed})[0][0].argmax()) for feed in feeds])
 
 
-@pytest.mark.parametrize("answer", [classify_by_type_name, classify_one_at_a_time])
-def test_classify_accepts_other_right_answers(answer):
-    feedback = check("03.1", answer)
-    assert feedback.ok, str(feedback)
-
-
 def hard_coded_contract(session, images):  # notebook 03's section 1, names and all, written into a function
     return session.run(None, {"image": _scaled(images)})[0].argmax(1)
 
@@ -80,7 +75,7 @@ def unscaled(session, images):
     return session.run(None, {spec.name: images.reshape(len(images), *spec.shape[1:]).astype(dtype)})[0].argmax(1)
 
 
-@pytest.mark.parametrize("answer, named", [
+MISTAKES_03_1 = [
     (hard_coded_contract, ["float16 copy whose input is 'pixel'", "session.get_inputs()[0].name"]),
     (names_read_dtype_hard_coded, ["float16 copy", "session.get_inputs()[0].type"]),
     (layout_hard_coded, ["a float32 copy with a flat input", "layout"]),
@@ -88,9 +83,7 @@ def unscaled(session, images):
     (unscaled, ["differ from the model's own", "uint8 / 255"]),
     (lambda session, images: classify(session, images).astype(np.float32), ["integer label"]),
     (lambda session, images: session.run(None, {"image": _scaled(images)})[0], ["one integer label per image"]),
-])
-def test_classify_names_the_mistake(answer, named):
-    assert_names(check("03.1", answer), *named)
+]
 
 
 DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
@@ -130,8 +123,6 @@ def notebook_01_file(session, images):  # the session is ignored: notebook 01's 
     return own.run(None, {"image": _scaled(images)})[0].argmax(1)
 
 
-# The text of 03.1, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it.
 REQUIREMENTS_03_1 = [
     ("a function classify(session, images_uint8)", "classify.py", "expected your function"),
     ("the input name read from the session", hard_coded_contract, "read the input name from session.get_inputs()"),
@@ -187,7 +178,6 @@ def whole_shape(session, images):  # the declared shape, 'batch' included
     return session.run(None, {spec.name: feed})[0].argmax(1)
 
 
-# My round of realistic wrong answers (issue 26): each refused, naming what differs
 OWN_ROUND_03_1 = [
     ("height and width swapped for channels last", swapped_axes, "on a channels-last copy"),
     ("normalized with MNIST's mean and std", mean_std, "differ from the model's own"),
@@ -198,16 +188,6 @@ OWN_ROUND_03_1 = [
     ("the declared shape with its 'batch'", whole_shape, "raised"),
     ("notebook 01's file instead of the session", notebook_01_file, "labels of notebook 01's file"),
 ]
-
-
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_03_1, ids=[r[0] for r in REQUIREMENTS_03_1])
-def test_classify_each_requirement_is_checked(requirement, answer, message):
-    assert_names(check("03.1", answer), message)
-
-
-@pytest.mark.parametrize("what, answer, message", OWN_ROUND_03_1, ids=[r[0] for r in OWN_ROUND_03_1])
-def test_classify_own_round_is_refused(what, answer, message):
-    assert_names(check("03.1", answer), message)
 
 
 def test_classify_accepts_the_solution_and_leaves_onnx_out_of_the_kernel():
@@ -296,8 +276,7 @@ def _curve(**kind):
     return curve
 
 
-# The text of 03.2, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it; ("curve", {...}) rows are computed by _curve when the test runs.
+# ("curve", {...}) rows are computed by _curve when the test runs.
 REQUIREMENTS_03_2 = [
     ("a dict {k: accuracy} for k = 0..6", ("truth", {6: None}), "missing [6]"),
     ("accuracies as fractions", ("truth", {"percent": True}), "fractions between 0 and 1"),
@@ -374,12 +353,6 @@ def fill_a_fixed_buffer(session, images):  # one reusable zero buffer of the mod
     return np.array(labels)
 
 
-@pytest.mark.parametrize("answer", [pad_with_last_image, fill_a_fixed_buffer])
-def test_batches_accepts_other_right_answers(answer):
-    feedback = check("03.3", answer)
-    assert feedback.ok, str(feedback)
-
-
 def chunks_of(size):
     def run(session, images):
         labels = []
@@ -413,15 +386,13 @@ def no_padding(session, images):
     return np.concatenate([classify(session, images[s:s + size]) for s in range(0, len(images), size)])
 
 
-@pytest.mark.parametrize("answer, named", [
+MISTAKES_03_3 = [
     (classify, ["fixed to 32", "exactly 32 images per run", "a run had 999"]),
     (chunks_of(32), ["fixed to 5", "read from session.get_inputs()[0].shape[0]"]),
     (drops_last_batch, ["999 images, got 992", "some images got no label"]),
     (keeps_padding_labels, ["999 images, got 1024", "labels of the padding"]),
     (no_padding, ["fixed to 32", "the last batch has fewer images: pad it"]),
-])
-def test_batches_names_the_mistake(answer, named):
-    assert_names(check("03.3", answer), *named)
+]
 
 
 def padded_all_at_once(session, images):  # pads to a multiple of the size, then one run
@@ -449,8 +420,6 @@ def notebook_01_file_in_batches(session, images):  # the session is ignored
     return notebook_01_file(session, images)
 
 
-# The text of 03.3, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it.
 REQUIREMENTS_03_3 = [
     ("a function classify_in_batches(session, images_uint8)", "batches.py", "expected your function"),
     ("the batch size read from the session", chunks_of(32), "this model takes exactly 5 images per run"),
@@ -495,7 +464,6 @@ def fixed_size_for_dynamic_too(session, images):  # batches of 32 even where the
     return chunks_of(size)(session, images)
 
 
-# My round of realistic wrong answers (issue 26): each refused, naming what differs
 OWN_ROUND_03_3 = [
     ("everything padded, one run", padded_all_at_once, "a run had 1024"),
     ("int() of a dynamic batch", int_of_the_batch, "raised ValueError"),
@@ -507,20 +475,25 @@ OWN_ROUND_03_3 = [
 ]
 
 
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_03_3, ids=[r[0] for r in REQUIREMENTS_03_3])
-def test_batches_each_requirement_is_checked(requirement, answer, message):
-    assert_names(check("03.3", answer), message)
+@pytest.mark.parametrize("exercise, answer, named", [
+    *rows("03.1 requirement", REQUIREMENTS_03_1, "03.1"),
+    *rows("03.1 own round", OWN_ROUND_03_1, "03.1"),
+    *rows("03.1 mistake", MISTAKES_03_1, "03.1", ids=["hard-coded contract", "names read, dtype hard-coded",
+                                                      "layout hard-coded", "output name hard-coded", "unscaled",
+                                                      "float labels", "logits, not labels"]),
+    *rows("03.3 requirement", REQUIREMENTS_03_3, "03.3"),
+    *rows("03.3 own round", OWN_ROUND_03_3, "03.3"),
+    *rows("03.3 mistake", MISTAKES_03_3, "03.3", ids=["classify unbatched", "chunks of 32", "drops last batch",
+                                                      "keeps padding labels", "no padding"]),
+])
+def test_classify_and_batches_name_the_mistake(exercise, answer, named):
+    assert_names(check(exercise, answer), *([named] if isinstance(named, str) else named))
 
 
-@pytest.mark.parametrize("what, answer, message", OWN_ROUND_03_3, ids=[r[0] for r in OWN_ROUND_03_3])
-def test_batches_own_round_is_refused(what, answer, message):
-    assert_names(check("03.3", answer), message)
-
-
-def test_batches_accepts_fixed_batches_for_a_dynamic_batch_too():
-    assert check("03.3", fixed_size_for_dynamic_too).ok
-
-
-def as_answer(exercise, entry, tmp_path):
-    """The answer a table row stands for (03.2's rows are computed curves); used by the before/after count."""
-    return curve_answer(entry, shift_accuracies()) if exercise == "03.2" else entry
+@pytest.mark.parametrize("exercise, answer", [
+    *right("03.1", classify_by_type_name, classify_one_at_a_time),
+    *right("03.3", pad_with_last_image, fill_a_fixed_buffer, fixed_size_for_dynamic_too),
+])
+def test_other_right_answers_pass(exercise, answer):
+    feedback = check(exercise, answer)
+    assert feedback.ok, str(feedback)
