@@ -14,6 +14,7 @@ import pytest
 
 from helpers.exercises import check
 from solutions.ex06 import fair_time, macs_per_image
+from tables import refused, right, rows
 
 
 # ---------------------------------------------------------------------------------------------- 06.1
@@ -83,13 +84,6 @@ def sorted_index_percentile(fn):
     return {"p50_us": float(np.percentile(us, 50)), "p90_us": us[math.ceil(0.9 * len(us)) - 1], "n": np.int64(len(us))}
 
 
-@pytest.mark.parametrize("answer", [fair_time, with_timeit, with_ns_clock, notebook_loop, sorted_index_percentile],
-                         ids=["solution", "timeit", "perf_counter_ns", "notebook-loop", "minimums-sorted-index"])
-def test_fair_time_right_answers_pass(answer):
-    feedback = check("06.1", answer)
-    assert feedback.ok, str(feedback)
-
-
 def with_helpers(fn):
     from helpers.timing import measure
 
@@ -103,7 +97,6 @@ def hard_coded(fn):
     return {"p50_us": 2300.0, "p90_us": 11000.0, "n": 30}
 
 
-# The exercise text's requirements, one wrong answer each, and what the feedback must say.
 REQUIREMENTS_06_1 = [
     ("a function fair_time(fn)", {"p50_us": 1.0, "p90_us": 2.0, "n": 30}, "expected your function fair_time(fn)"),
     ("fn takes no arguments", lambda fn: [fn(np.zeros(3)) for _ in range(40)], "fn takes no arguments"),
@@ -122,12 +115,6 @@ REQUIREMENTS_06_1 = [
 ]
 
 
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_06_1, ids=[r[0] for r in REQUIREMENTS_06_1])
-def test_fair_time_each_requirement_is_checked(requirement, answer, message):
-    feedback = check("06.1", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
-
-
 OTHER_MISTAKES_06_1 = [  # (wrong answer, what the feedback says)
     (stopwatch(warmup=0), "so 0 warm-up call"),
     (stopwatch(q=0.9), "np.percentile takes 90, not 0.9"),
@@ -136,12 +123,6 @@ OTHER_MISTAKES_06_1 = [  # (wrong answer, what the feedback says)
     (stopwatch(scale=1), "which is in seconds"),
     (lambda fn: [fn() for _ in range(40)] and {"p50_us": "2 ms", "p90_us": 1.0, "n": 30}, "a number of microseconds"),
 ]
-
-
-@pytest.mark.parametrize("answer, message", OTHER_MISTAKES_06_1)
-def test_fair_time_other_mistakes_are_named(answer, message):
-    feedback = check("06.1", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 def test_fair_time_the_two_models_cannot_share_one_answer():
@@ -223,11 +204,12 @@ def notebook_hint_with_dim_param(path):
     return total
 
 
-@pytest.mark.parametrize("answer", [macs_per_image, macs_from_weights_and_shapes, macs_by_formula,
-                                    notebook_hint_with_dim_param],
-                         ids=["solution", "onnxruntime-shapes", "formula", "hint-as-written"])
-def test_macs_right_answers_pass(answer):
-    feedback = check("06.2", answer)
+@pytest.mark.parametrize("exercise, answer", [
+    *right("06.1", fair_time, with_timeit, with_ns_clock, notebook_loop, sorted_index_percentile),
+    *right("06.2", macs_per_image, macs_from_weights_and_shapes, macs_by_formula, notebook_hint_with_dim_param),
+])
+def test_right_answers_pass(exercise, answer):
+    feedback = check(exercise, answer)
     assert feedback.ok, str(feedback)
 
 
@@ -249,8 +231,7 @@ def macs_without_fixing_the_batch(path):
 
 
 def series_numbers(path):
-    """Hard-coded: the series' files counted, any other file given the count of the CNN the check used to describe
-    ("5×5 unpadded (4 channels), then 3×3 stride 2 padded (6), then Gemm"), worked out by hand."""
+    """Hard-coded: the series' files counted, any other file given a by-hand count of another CNN."""
     return macs_per_image(path) if "mnist_" in str(path) else 24 * 24 * 4 * 25 + 12 * 12 * 6 * 36 + 864 * 10
 
 
@@ -271,12 +252,6 @@ REQUIREMENTS_06_2 = [
     ("for one image", lambda p: macs_by_formula(p, batch=256), "count 256 times their multiply-adds for one image"),
     ("of the .onnx file at path", series_numbers, "a CNN of the check's own (Conv, Conv, Gemm): your count is"),
 ]
-
-
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_06_2, ids=[r[0] for r in REQUIREMENTS_06_2])
-def test_macs_each_requirement_is_checked(requirement, answer, message):
-    feedback = check("06.2", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 def weights_only(path):
@@ -314,10 +289,16 @@ OTHER_MISTAKES_06_2 = [  # (wrong answer, what the feedback says)
 ]
 
 
-@pytest.mark.parametrize("answer, message", OTHER_MISTAKES_06_2)
-def test_macs_other_mistakes_are_named(answer, message):
-    feedback = check("06.2", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
+@pytest.mark.parametrize("exercise, answer, message", [
+    *rows("06.1 requirement", REQUIREMENTS_06_1, "06.1"),
+    *rows("06.1 mistake", OTHER_MISTAKES_06_1, "06.1", ids=["no warm-up", "q=0.9", "raises", "process_time",
+                                                            "seconds", "p50 a string"]),
+    *rows("06.2 requirement", REQUIREMENTS_06_2, "06.2"),
+    *rows("06.2 mistake", OTHER_MISTAKES_06_2, "06.2", ids=["weights only", "input positions", "batch not fixed",
+                                                            "bias counted", "1.5", "nan"]),
+])
+def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise, answer, message):
+    refused(exercise, answer, message)
 
 
 def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
