@@ -11,6 +11,7 @@ from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantT
 
 from helpers.exercises import check
 from solutions import ex05
+from tables import refused, right, rows
 
 
 # ---------------------------------------------------------------------------------------------- 05.1
@@ -41,13 +42,6 @@ def entropy_calibrated(fp32_path, int8_path, train_uint8):  # another calibratio
     from onnxruntime.quantization import CalibrationMethod
 
     static(calibrate_method=CalibrationMethod.Entropy)(fp32_path, int8_path, train_uint8)
-
-
-@pytest.mark.parametrize("answer", [ex05.quantize_int8, one_digit_batches_no_preprocessing, with_quantize_and_a_config,
-                                    entropy_calibrated])
-def test_static_int8_right_answers_pass(answer):
-    feedback = check("05.1", answer)
-    assert feedback.ok, str(feedback)
 
 
 def static(digits=None, **settings):
@@ -116,7 +110,6 @@ REQUIREMENTS_05_1 = [
      static(extra_options={"ActivationSymmetric": True}), "picks the fp32 model's digit on only"),
 ]
 
-# My round of realistic wrong answers (issue 26): each refused, naming what differs
 OWN_ROUND_05_1 = [
     ("random noise instead of the digits (one draw)", static(digits=lambda d: np.random.default_rng(0).integers(
         0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
@@ -131,18 +124,6 @@ OWN_ROUND_05_1 = [
     ("normalized with MNIST's mean and std", with_reader(Normalized),
      "expected calibration digits in the contract's 0..1"),
 ]
-
-
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_1, ids=[r[0] for r in REQUIREMENTS_05_1])
-def test_static_int8_each_requirement_is_checked(requirement, answer, message):
-    feedback = check("05.1", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
-
-
-@pytest.mark.parametrize("what, answer, message", OWN_ROUND_05_1, ids=[r[0] for r in OWN_ROUND_05_1])
-def test_static_int8_own_round_is_refused(what, answer, message):
-    feedback = check("05.1", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 def test_static_int8_digits_tell_what_calibrated_the_file():
@@ -176,12 +157,6 @@ class SplitReader(ex05.MnistCalibrationReader):
         super().__init__(model_path, images_uint8[:0], batch_size)
         chunks = np.array_split(images_uint8, range(batch_size, len(images_uint8), batch_size))
         self.batches = (np.expand_dims(c, 1).astype(np.float32) / 255 for c in chunks)
-
-
-@pytest.mark.parametrize("answer", [ex05.MnistCalibrationReader, ListReader, SplitReader])
-def test_calibration_reader_right_answers_pass(answer):
-    feedback = check("05.2", answer)
-    assert feedback.ok, str(feedback)
 
 
 class ImageOnly(ex05.MnistCalibrationReader):
@@ -324,7 +299,6 @@ class ChannelsLast(ex05.MnistCalibrationReader):
         return None if item is None else {k: v.transpose(0, 2, 3, 1) for k, v in item.items()}
 
 
-# My round of realistic wrong answers (issue 26): each refused, naming what differs
 OWN_ROUND_05_2 = [
     ("normalized with MNIST's mean and std", MeanStd, "got values from -0.424 to 2.82"),
     ("uint8 integer division (0 or 1)", IntegerDivision, "differs"),
@@ -333,18 +307,6 @@ OWN_ROUND_05_2 = [
     ("the first batch again and again", SameFirstBatch, "with batches of [64, 64, 64, 58], got"),
     ("channels last", ChannelsLast, "expected float32 numpy arrays [batch, 1, 28, 28]"),
 ]
-
-
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_2, ids=[r[0] for r in REQUIREMENTS_05_2])
-def test_calibration_reader_each_requirement_is_checked(requirement, answer, message):
-    feedback = check("05.2", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
-
-
-@pytest.mark.parametrize("what, answer, message", OWN_ROUND_05_2, ids=[r[0] for r in OWN_ROUND_05_2])
-def test_calibration_reader_own_round_is_refused(what, answer, message):
-    feedback = check("05.2", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
 
 
 def test_calibration_check_leaves_the_kernel_as_it_found_it(capsys):
@@ -382,12 +344,6 @@ def own_rewrite(fp32_path, int4_path, block_size):
     quantizer = MatMulNBitsQuantizer(model, accuracy_level=4, is_symmetric=True, block_size=block_size)
     quantizer.process()
     onnx.save(quantizer.model.model, int4_path)
-
-
-@pytest.mark.parametrize("answer", [ex05.int4_weights, with_a_config, own_rewrite])
-def test_int4_right_answers_pass(answer):
-    feedback = check("05.3", answer)
-    assert feedback.ok, str(feedback)
 
 
 def int4(rewrite=True, block=None, **settings):
@@ -454,10 +410,26 @@ REQUIREMENTS_05_3 = [
 ]
 
 
-@pytest.mark.parametrize("requirement, answer, message", REQUIREMENTS_05_3, ids=[r[0] for r in REQUIREMENTS_05_3])
-def test_int4_each_requirement_is_checked(requirement, answer, message):
-    feedback = check("05.3", answer)
-    assert not feedback.ok and message in feedback.message, feedback.message
+@pytest.mark.parametrize("exercise, answer", [
+    *right("05.1", ex05.quantize_int8, one_digit_batches_no_preprocessing, with_quantize_and_a_config,
+           entropy_calibrated),
+    *right("05.2", ex05.MnistCalibrationReader, ListReader, SplitReader),
+    *right("05.3", ex05.int4_weights, with_a_config, own_rewrite),
+])
+def test_right_answers_pass(exercise, answer):
+    feedback = check(exercise, answer)
+    assert feedback.ok, str(feedback)
+
+
+@pytest.mark.parametrize("exercise, answer, message", [
+    *rows("05.1 requirement", REQUIREMENTS_05_1, "05.1"),
+    *rows("05.1 own round", OWN_ROUND_05_1, "05.1"),
+    *rows("05.2 requirement", REQUIREMENTS_05_2, "05.2"),
+    *rows("05.2 own round", OWN_ROUND_05_2, "05.2"),
+    *rows("05.3 requirement", REQUIREMENTS_05_3, "05.3"),
+])
+def test_each_requirement_broken_alone_and_each_own_round_answer_is_refused(exercise, answer, message):
+    refused(exercise, answer, message)
 
 
 def notebook_function(name: str):

@@ -12,6 +12,7 @@ import onnxruntime_genai as og
 import pytest
 
 from helpers.exercises import check
+from tables import right, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from solutions import ex07  # noqa: E402
@@ -39,7 +40,7 @@ def decode_steps(generator, max_new_tokens):
 
 # ---------------------------------------------------------------- 07.2 one prefix, many questions
 def rewind_after_each_answer(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    """Right: rewinds after answering instead of before asking (the issue's refused right answer)."""
+    """Right: rewinds after answering instead of before asking."""
     answers = []
     for question in questions_ids:
         generator.append_tokens(question)
@@ -95,13 +96,6 @@ def argmax_by_hand(generator, tokenizer, prefix_len, questions_ids, max_new_toke
             generator.append_tokens(np.array([token], dtype=np.int32))
         answers.append(ids)
     return answers
-
-
-@pytest.mark.parametrize("right", [ex07.answer_each, rewind_after_each_answer, read_back_from_the_sequence,
-                                   notebook_chat_reuse, argmax_by_hand],
-                         ids=["solution", "rewind-after", "counted-loop", "notebook-chat-reuse", "argmax-by-hand"])
-def test_07_2_accepts_right_answers(right):
-    accepted("07.2", right)
 
 
 def no_rewind(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
@@ -216,7 +210,6 @@ def second_best_token(generator, tokenizer, prefix_len, questions_ids, max_new_t
     return answers
 
 
-# The exercise text's requirements, one wrong answer each, and what the feedback must say.
 REQUIREMENTS_07_2 = [
     ("a function answer_each(...)", [[1, 2]], "expected your function answer_each"),
     ("a list: one answer per question", first_answer_only, "expected a list of 3 answers"),
@@ -234,20 +227,7 @@ REQUIREMENTS_07_2 = [
 ]
 
 
-@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_07_2, ids=[r[0] for r in REQUIREMENTS_07_2])
-def test_07_2_each_requirement_is_checked(requirement, wrong, named):
-    message = feedback("07.2", wrong)
-    assert named in message, message
-    if wrong not in (new_generator_each_time,):
-        assert "new generator" not in message and "og.Generator" not in message, message
-
-
 OTHER_MISTAKES_07_2 = [(second_best_token, "leave the greedy answer")]
-
-
-@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_07_2, ids=["runner-up-token"])
-def test_07_2_other_mistakes_are_named(wrong, named):
-    assert named in feedback("07.2", wrong)
 
 
 # ---------------------------------------------------------------- 07.3 stop text and token budget
@@ -327,11 +307,14 @@ def notebook_loop_as_numpy(model, tokenizer, prompt_ids, max_new_tokens, stop=No
     return new if len(new) and new[-1] == last else np.append(new, last)   # get_sequence may leave out the last
 
 
-@pytest.mark.parametrize("right", [ex07.generate, decode_everything_each_step, large_max_length_and_own_count,
-                                   notebook_loop_as_numpy],
-                         ids=["solution", "decode-whole", "own-count", "notebook-loop-numpy"])
-def test_07_3_accepts_right_answers(right):
-    accepted("07.3", right)
+@pytest.mark.parametrize("exercise, answer", [
+    *right("07.2", ex07.answer_each, rewind_after_each_answer, read_back_from_the_sequence, notebook_chat_reuse,
+           argmax_by_hand),
+    *right("07.3", ex07.generate, decode_everything_each_step, large_max_length_and_own_count,
+           notebook_loop_as_numpy),
+])
+def test_right_answers_pass(exercise, answer):
+    accepted(exercise, answer)
 
 
 def stop_without_default(model, tokenizer, prompt_ids, max_new_tokens, stop):
@@ -380,7 +363,6 @@ def fixed_loop_without_is_done(model, tokenizer, prompt_ids, max_new_tokens, sto
     return out
 
 
-# The exercise text's requirements, one wrong answer each, and what the feedback must say.
 REQUIREMENTS_07_3 = [
     ("a function generate(...)", [1, 2, 3], "expected your function generate"),
     ("stop is optional (stop=None)", stop_without_default, "stop is optional"),
@@ -400,21 +382,23 @@ REQUIREMENTS_07_3 = [
 ]
 
 
-@pytest.mark.parametrize("requirement, wrong, named", REQUIREMENTS_07_3, ids=[r[0] for r in REQUIREMENTS_07_3])
-def test_07_3_each_requirement_is_checked(requirement, wrong, named):
-    assert named in feedback("07.3", wrong)
-
-
 OTHER_MISTAKES_07_3 = [
     (generate_variant(max_length=lambda prompt, new: prompt + new - 1), "max_length counts prompt plus answer"),
     (fixed_loop_without_is_done, ("it raised", "you went on after the end")),
 ]
 
 
-@pytest.mark.parametrize("wrong, named", OTHER_MISTAKES_07_3, ids=["off-by-one", "no-is-done"])
-def test_07_3_other_mistakes_are_named(wrong, named):
-    message = feedback("07.3", wrong)
+@pytest.mark.parametrize("exercise, wrong, named", [
+    *rows("07.2 requirement", REQUIREMENTS_07_2, "07.2"),
+    *rows("07.2 mistake", OTHER_MISTAKES_07_2, "07.2", ids=["runner-up-token"]),
+    *rows("07.3 requirement", REQUIREMENTS_07_3, "07.3"),
+    *rows("07.3 mistake", OTHER_MISTAKES_07_3, "07.3", ids=["off-by-one", "no-is-done"]),
+])
+def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise, wrong, named):
+    message = feedback(exercise, wrong)
     assert any(n in message for n in ((named,) if isinstance(named, str) else named)), message
+    if exercise == "07.2" and wrong is not new_generator_each_time:
+        assert "new generator" not in message and "og.Generator" not in message, message
 
 
 def test_07_3_stop_cases_defeat_the_wrong_stop_tests():
