@@ -1,26 +1,35 @@
-"""Rebuild an artifact by running the notebook that makes it.
+"""The artifact pipeline: which notebook makes which file is declared once, in ``notebooks/series.json``.
 
-Any notebook can be run alone: when it needs a file an earlier notebook writes (for example
-``artifacts/mnist_mlp_pytorch.onnx`` from notebook 01), ``require_artifact`` runs that earlier
-notebook headlessly in a fresh kernel of the same environment. No training code is written twice.
+``python -m helpers.notebooks build [FILE...]`` (``make artifacts``) runs the notebooks that make the files that do
+not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
+``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
+``built_artifact``, which never trains: it names the notebook to run instead.
 """
 from __future__ import annotations
 
+import contextlib
+import fnmatch
+import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from helpers.paths import NOTEBOOKS, artifacts_dir
 
-# artifact file name -> the notebook that writes it
-PRODUCERS: dict[str, str] = {
-    "mnist_mlp_pytorch.onnx": "01_export_pytorch_mlp.ipynb",
-    "mnist_mlp_keras.onnx": "02_export_keras_mlp.ipynb",
-    "mnist_cnn_pytorch.onnx": "05_quantize_models.ipynb",
-    **{f"quantized/mnist_{model}.{precision}.onnx": "05_quantize_models.ipynb"
-       for model in ("mlp_pytorch", "mlp_keras", "cnn_pytorch")
-       for precision in ("fp16", "int8-dynamic", "int8-static", "int4-weights")},
-}
+META = "series.json"  # per notebook: run_time_s, markers (what it needs), reads and makes (artifact files)
+LOCK_HELD = "ONNX_PDF_BUILD_LOCK_HELD"  # set while a build holds the lock; the notebooks' kernels inherit it
+
+
+def series_meta(notebooks_dir: Path | None = None) -> dict[str, dict]:
+    """``notebooks/series.json``: notebook file name -> its entry (empty when the file is absent)."""
+    path = Path(notebooks_dir or NOTEBOOKS) / META
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def producers() -> dict[str, str]:
+    """Artifact file name -> the notebook that makes it."""
+    return {name: nb for nb, entry in series_meta().items() for name in entry.get("makes", [])}
 
 
 def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 3600):
@@ -65,24 +74,64 @@ def loads(path: Path) -> str | None:
     return None
 
 
-def require_artifact(filename: str) -> Path:
-    """Path of ``artifacts/<filename>``, a model that loads: when it is missing, or half-written by an
-    interrupted save (it does not load), the notebook that produces it runs first."""
-    path = artifacts_dir() / filename
-    if filename not in PRODUCERS:
-        if path.exists():
-            return path
-        raise FileNotFoundError(f"{path} is missing and no notebook is registered to produce it "
-                                f"(known: {sorted(PRODUCERS)})")
-    problem = loads(path)
-    if problem is None:
-        return path
-    print(f"{path.name}: {problem}.", file=sys.stderr)
-    run_notebook(PRODUCERS[filename])
+def _producer(filename: str) -> str:
+    made = producers()
+    if filename not in made:
+        raise LookupError(f"no notebook is registered to produce {filename} in notebooks/{META} "
+                          f"(known: {sorted(made)})")
+    return made[filename]
+
+
+def built_artifact(filename: str) -> Path:
+    """Path of ``artifacts/<filename>`` when it loads; never runs a notebook: else an error naming the one to run."""
+    path, producer = artifacts_dir() / filename, _producer(filename)
     problem = loads(path)
     if problem is not None:
-        raise FileNotFoundError(f"{PRODUCERS[filename]} ran but {path}: {problem}")
+        raise FileNotFoundError(f"{path}: {problem}. Run notebooks/{producer} (or `make artifacts`) first.")
     return path
+
+
+def _with_inputs(filenames: list[str]) -> list[str]:
+    """``filenames`` preceded by what their notebooks read (recursively), each once, in build order."""
+    made, meta, order = producers(), series_meta(), []
+    for name in filenames:
+        reads = [f for pattern in meta[_producer(name)].get("reads", []) for f in made if fnmatch.fnmatch(f, pattern)]
+        order += [f for f in _with_inputs(reads) + [name] if f not in order]
+    return order
+
+
+def build(*filenames: str) -> list[str]:
+    """Run, under ``artifacts/.build.lock``, the notebooks making ``filenames`` (default: all) that do not load;
+    return the notebooks run. A file another process built while this one waited for the lock is not rebuilt."""
+    from filelock import FileLock
+
+    ran, held = [], os.environ.get(LOCK_HELD)  # held: an ancestor (the build running this notebook) has the lock
+    with contextlib.nullcontext() if held else FileLock(artifacts_dir() / ".build.lock"):
+        os.environ[LOCK_HELD] = "1"
+        try:
+            for name in _with_inputs(list(filenames) or list(producers())):
+                path, producer = artifacts_dir() / name, _producer(name)
+                problem = loads(path)
+                if problem is not None and producer not in ran:
+                    print(f"{path.name}: {problem}.", file=sys.stderr)
+                    run_notebook(producer)
+                    ran.append(producer)
+                    problem = loads(path)
+                if problem is not None:
+                    raise FileNotFoundError(f"{producer} ran but {path}: {problem}")
+        finally:
+            if not held:
+                del os.environ[LOCK_HELD]
+    return ran
+
+
+def require_artifact(filename: str) -> Path:
+    """Path of ``artifacts/<filename>``, a model that loads; for a notebook's Setup: when it is missing or
+    half-written (it does not load), the notebook that makes it runs first (``build``)."""
+    with contextlib.suppress(FileNotFoundError):
+        return built_artifact(filename)
+    build(filename)
+    return artifacts_dir() / filename
 
 
 SERIES_GLOB = "[0-9][0-9]_*.ipynb"
@@ -91,3 +140,24 @@ SERIES_GLOB = "[0-9][0-9]_*.ipynb"
 def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     """The notebooks of the series, in order (``NN_verb_object.ipynb``)."""
     return sorted(Path(notebooks_dir).glob(SERIES_GLOB))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m helpers.notebooks build [FILE...]``: build the artifacts (default: every declared one)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.notebooks", description=main.__doc__)
+    parser.add_argument("command", choices=["build"])
+    parser.add_argument("files", nargs="*", help="artifact file names, relative to artifacts/ (default: all)")
+    args = parser.parse_args(argv)
+    try:
+        ran = build(*args.files)
+    except (LookupError, RuntimeError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(f"artifacts built ({', '.join(ran) or 'nothing to run'}) in {artifacts_dir()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

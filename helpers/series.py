@@ -8,7 +8,7 @@ Commands (``--root`` defaults to the repository; tests point it at a copy)::
     python -m helpers.series html [--out build/html] [--no-execute | --record-times]   # HTML copies + index
 
 A table row comes from its notebook: title cell ``# NN · Title``, the paragraph after it, reading time from the
-text, run time ``metadata.series.run_time_s`` (stored by ``html --record-times``). Nav cells (tagged ``nav``)
+text, run time from ``notebooks/series.json`` (written by ``html --record-times``). Nav cells (tagged ``nav``)
 follow the title cell and end the notebook; ``sync`` rewrites them all, so it is idempotent.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ from pathlib import Path
 import nbformat
 
 from helpers.atomic import atomic_dir, atomic_path
-from helpers.notebooks import SERIES_GLOB, execute_notebook, notebook_paths
+from helpers.notebooks import META, SERIES_GLOB, execute_notebook, notebook_paths, series_meta
 from helpers.paths import REPO_ROOT
 from helpers.save_cells import lesson_modules
 
@@ -138,7 +139,7 @@ def read_entry(path: Path) -> Entry:
     teaches = " ".join(str(meta.get("teaches") or (paragraphs[0] if paragraphs else "")).split())
     if not teaches:
         raise SeriesError(f"{path.name}: no one-line purpose after the title (and no metadata series.teaches)")
-    run_time = meta.get("run_time_s")
+    run_time = series_meta(path.parent).get(path.name, {}).get("run_time_s")
     return Entry(path, match["number"], match["title"], teaches, None if run_time is None else float(run_time),
                  reading_minutes(nb))
 
@@ -267,7 +268,7 @@ def check(root: Path = REPO_ROOT) -> str:
 def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: bool = True,
                record: bool = False) -> Path:
     """Write ``out/NN_name.html`` for every notebook and ``out/index.html``; replace ``out`` only on success.
-    ``record=True`` also stores each measured run time in its (stripped) notebook's metadata, then syncs."""
+    ``record=True`` also stores each measured run time in ``notebooks/series.json``, then syncs."""
     from nbconvert import HTMLExporter
 
     root = Path(root)
@@ -296,9 +297,9 @@ def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: 
                     print(f"... {seconds:.1f} s", flush=True)
                     entries[i] = dataclasses.replace(entry, run_time_s=seconds)
                     if record:
-                        stripped = nbformat.read(entry.path, as_version=4)
-                        stripped.metadata.setdefault("series", {})["run_time_s"] = round(seconds, 1)
-                        _write(entry.path, _nb_text(stripped))
+                        meta = series_meta(entry.path.parent)
+                        meta.setdefault(entry.path.name, {})["run_time_s"] = round(seconds, 1)
+                        _write(entry.path.parent / META, json.dumps(meta, indent=1) + "\n")
                 export(with_nav(nb, nav_markdown(entries, i, "index.html"), entry.path), entry.path.stem,
                        entry.path.parent)
             project = (root / "README.md").read_text(encoding="utf-8").lstrip("# ").splitlines()[0]
@@ -323,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     p_html.add_argument("--out", type=Path, default=Path("build/html"))
     mode = p_html.add_mutually_exclusive_group()
     mode.add_argument("--no-execute", action="store_true", help="convert the files as they are")
-    mode.add_argument("--record-times", action="store_true", help="store the run times in the notebooks, sync")
+    mode.add_argument("--record-times", action="store_true", help="store the run times in series.json, sync")
     args = parser.parse_args(argv)
     try:
         if args.command == "sync":

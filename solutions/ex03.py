@@ -41,10 +41,10 @@ def solve_2(workdir: Path):
     import onnxruntime as ort
 
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     data = load_mnist()
-    session = ort.InferenceSession(require_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
     accuracy = {}
     for k in range(7):
         moved = np.zeros_like(data.x_test)

@@ -21,7 +21,7 @@ from PIL import Image  # writes the sample PNGs here, in the full environment; t
 
 from helpers import footprint
 from helpers.mnist import load_mnist
-from helpers.notebooks import require_artifact
+from helpers.notebooks import built_artifact
 from helpers.paths import REPO_ROOT
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
@@ -134,7 +134,7 @@ def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path, monkey
 # --------------------------------------------------------------------------- the predictions
 @pytest.mark.parametrize("model_name", MODELS)
 def test_bare_env_predictions_match_the_full_environment(bare, samples, model_name):
-    model = require_artifact(model_name)
+    model = built_artifact(model_name)
     result = run_cli(bare[1], model, samples, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -157,7 +157,7 @@ def test_bare_env_predictions_match_the_full_environment(bare, samples, model_na
 
 
 def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp_path):
-    model = require_artifact(MODELS[0])
+    model = built_artifact(MODELS[0])
     as_module = run_cli(bare[1], model, samples)
     by_path = run_cli(bare[1], model, samples, by_path=True)
     assert as_module.returncode == by_path.returncode == 0, as_module.stderr + by_path.stderr
@@ -172,7 +172,7 @@ def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp
 
 
 def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, samples, tmp_path):
-    model = require_artifact(MODELS[0])
+    model = built_artifact(MODELS[0])
     Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "big.png")
     (tmp_path / "model.onnx").write_bytes(b"\x00not a model")
     env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
@@ -196,7 +196,7 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
         Image.fromarray(draw(data.x_test[k], scale=6 + k % 3, shift=(10 * k - 25, 20 - 8 * k),
                              style="dark-on-transparent"), "RGBA").save(path)
         files.append(path.name)
-    model = require_artifact(MODELS[0])
+    model = built_artifact(MODELS[0])
     env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
     args = ["-m", "helpers.predict", str(model), *files, "--preprocess", "mnist", "--json"]
     in_bare = footprint.run_python(bare[1], args, cwd=tmp_path, env=env)

@@ -171,9 +171,9 @@ def test_interpreter_right_answers_pass(answer):
 
 
 def _mlp_path():
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    return require_artifact("mnist_mlp_pytorch.onnx")
+    return built_artifact("mnist_mlp_pytorch.onnx")
 
 
 def _patched_interpreter(input_name=None, output_name=None, finish=None, validate=False, **changes):

@@ -117,9 +117,9 @@ def nchw_or_flat(session, images):  # a rank-4 input is always [N, 1, 28, 28]
 def notebook_01_file(session, images):  # the session is ignored: notebook 01's file, opened again
     import onnxruntime as ort
 
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    own = ort.InferenceSession(require_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
+    own = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
     return own.run(None, {"image": _scaled(images)})[0].argmax(1)
 
 
@@ -208,10 +208,10 @@ def test_shift_curve_accepts_other_right_answers():
     import onnxruntime as ort
 
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     data = load_mnist()
-    session = ort.InferenceSession(require_artifact("mnist_mlp_pytorch.onnx"))
+    session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"))
     padded = np.pad(data.x_test, ((0, 0), (0, 0), (6, 0)))  # room on the left, then a window sliding left
     windows = {k: padded[:, :, 6 - k:34 - k] for k in range(7)}
     as_numpy = {k: np.float32((classify(session, w) == data.y_test).mean()) for k, w in windows.items()}
@@ -255,10 +255,10 @@ def _curve(**kind):
 
     from helpers.checks.ex03 import shifted
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     data = load_mnist()
-    session = ort.InferenceSession(require_artifact(kind.get("file", "mnist_mlp_pytorch.onnx")),
+    session = ort.InferenceSession(built_artifact(kind.get("file", "mnist_mlp_pytorch.onnx")),
                                    providers=["CPUExecutionProvider"])
     x, y = (data.x_train[:10_000], data.y_train[:10_000]) if kind.get("train") else (data.x_test, data.y_test)
     x, y = x[:kind.get("n", len(x))], y[:kind.get("n", len(y))]

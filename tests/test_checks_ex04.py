@@ -330,13 +330,13 @@ def reference_top3(images):
 
 def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
     from helpers.checks._common import session, test_images, write_varied_copy
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     name_in, name_out, seed, _ = checks.TOP3_MODELS["a copy with other tensor names and other weights"]
-    copy = write_varied_copy(require_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,
+    copy = write_varied_copy(built_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,
                              name_out, 0.8)
     images = test_images(200)[0]
-    original, varied = session(require_artifact("mnist_mlp_pytorch.onnx")), session(copy)
+    original, varied = session(built_artifact("mnist_mlp_pytorch.onnx")), session(copy)
     a = original.run(None, {"image": images})[0]
     b = varied.run(None, {name_in: images})[0]
     assert np.abs(a - b).max() > 0.1 and (np.argsort(-a, 1)[:, :3] != np.argsort(-b, 1)[:, :3]).any()

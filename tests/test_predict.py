@@ -393,9 +393,9 @@ def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
 
 def test_runs_the_series_models_like_onnxruntime_does(digits):
     """On the real MNIST file, the program's classes equal a plain session.run's."""
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    path = require_artifact("mnist_mlp_pytorch.onnx")  # runs notebook 01 if the file is missing
+    path = built_artifact("mnist_mlp_pytorch.onnx")  # built by `make artifacts`
     session, spec = P.load_model(path)
     assert (spec.input_name, spec.output_name, spec.height, spec.width) == ("image", "logits", 28, 28)
     images = digits[0].astype(np.float32) / 255
@@ -424,9 +424,9 @@ def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits)
 
 def test_canvas_exports_are_classified_like_the_digits_themselves(tmp_path, digits, capsys):
     """Dark strokes on transparency read with --invert or --preprocess mnist as the digits themselves."""
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    model = str(require_artifact("mnist_mlp_pytorch.onnx"))
+    model = str(built_artifact("mnist_mlp_pytorch.onnx"))
     images, labels = digits
     files = []
     for i in range(10):
@@ -492,9 +492,9 @@ def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]
 
 @pytest.fixture(scope="module")
 def mnist_model():
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    return str(require_artifact("mnist_mlp_pytorch.onnx"))
+    return str(built_artifact("mnist_mlp_pytorch.onnx"))
 
 
 def cli_accuracy(capsys, labels, *argv) -> float:

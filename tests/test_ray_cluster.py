@@ -73,10 +73,10 @@ def test_a_node_killed_mid_job_loses_no_row_and_a_stranger_is_refused(ray_env, d
     import ray
     from ray.cluster_utils import Cluster
 
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     paths, ids, digits = digit_files
-    model_bytes = require_artifact("mnist_mlp_pytorch.onnx").read_bytes()
+    model_bytes = built_artifact("mnist_mlp_pytorch.onnx").read_bytes()
     marker_dir = tmp_path / "marks"
     marker_dir.mkdir()
     node_args = dict(num_cpus=1, object_store_memory=150 * 2**20, include_dashboard=False,

@@ -1,6 +1,16 @@
-"""helpers.notebooks.require_artifact: a missing file is rebuilt by running its notebook, or the error says
-which notebook failed and why. Real kernels run tiny notebooks in a temporary folder."""
+"""helpers.notebooks' artifact pipeline: a notebook's ``require_artifact`` rebuilds a missing file by running the
+notebook notebooks/series.json names (once, under a lock, even with two processes asking at once), or says which
+notebook failed and why; ``built_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels
+run tiny notebooks in a temporary folder."""
 from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+import time
+from fnmatch import fnmatch
 
 import nbformat
 import pytest
@@ -9,24 +19,36 @@ from nbformat.v4 import new_code_cell, new_notebook
 from helpers import notebooks
 
 
+def model_code(path) -> str:
+    return ("from onnx import helper, TensorProto, save\n"
+            "io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in 'xy']\n"
+            "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g', io[:1], io[1:])\n"
+            f"save(helper.make_model(g), {str(path)!r})\n")
+
+
 @pytest.fixture
 def producers(tmp_path, monkeypatch):
-    """A notebooks folder with three tiny producers, artifacts in an empty temporary folder."""
+    """A notebooks folder with tiny producers declared in its series.json, artifacts in an empty folder."""
     artifacts = tmp_path / "artifacts"
     monkeypatch.setenv("ONNX_PDF_ARTIFACTS", str(artifacts))
     monkeypatch.setattr(notebooks, "NOTEBOOKS", tmp_path)
-    code = {
-        "10_writes.ipynb": ("from onnx import helper, TensorProto, save\n"
-                            "io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in 'xy']\n"
-                            "g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g', io[:1], io[1:])\n"
-                            f"save(helper.make_model(g), {str(artifacts / 'good.onnx')!r})"),
-        "11_fails.ipynb": "x = 1\nassert x == 2, 'the accuracy gate failed'",
-        "12_forgets.ipynb": "print('wrote nothing')",
-    }
+    monkeypatch.setattr(notebooks, "run_notebook", functools.partial(notebooks.run_notebook, timeout=120))
+    wait_for_go = (f"import pathlib, time\nroot = pathlib.Path({str(tmp_path)!r})\n"
+                   "with open(root / 'runs.txt', 'a') as runs:\n    runs.write('run\\n')\n(root / 'started').touch()\n"
+                   "while not (root / 'go').exists():\n    time.sleep(0.1)\n")
+    nested = ("import pathlib, shutil\nfrom helpers import notebooks\n"
+              f"notebooks.NOTEBOOKS = pathlib.Path({str(tmp_path)!r})\n"
+              f"shutil.copy(notebooks.require_artifact('good.onnx'), {str(artifacts / 'nested.onnx')!r})")
+    code = {"10_writes.ipynb": model_code(artifacts / "good.onnx"),
+            "11_fails.ipynb": "x = 1\nassert x == 2, 'the accuracy gate failed'",
+            "12_forgets.ipynb": "print('wrote nothing')",
+            "13_waits.ipynb": wait_for_go + model_code(artifacts / "slow.onnx"),
+            "14_nested.ipynb": nested}  # reads good.onnx without declaring it: its kernel builds it, no deadlock
     for name, source in code.items():
         nbformat.write(new_notebook(cells=[new_code_cell(source)]), tmp_path / name)
-    monkeypatch.setattr(notebooks, "PRODUCERS", {"good.onnx": "10_writes.ipynb", "bad.bin": "11_fails.ipynb",
-                                                 "lost.bin": "12_forgets.ipynb"})
+    makes = {"10_writes.ipynb": "good.onnx", "11_fails.ipynb": "bad.bin", "12_forgets.ipynb": "lost.bin",
+             "13_waits.ipynb": "slow.onnx", "14_nested.ipynb": "nested.onnx"}
+    (tmp_path / "series.json").write_text(json.dumps({nb: {"makes": [name]} for nb, name in makes.items()}))
     return artifacts
 
 
@@ -50,6 +72,64 @@ def test_a_half_written_artifact_is_rebuilt(producers, capsys):
     assert path.read_bytes() == whole
 
 
+def test_built_artifact_never_runs_a_notebook_it_names_it(producers, capsys):
+    with pytest.raises(FileNotFoundError, match=r"good.onnx: it is missing\. Run notebooks/10_writes.ipynb "
+                                                r"\(or `make artifacts`\) first"):
+        notebooks.built_artifact("good.onnx")
+    assert not (producers / "good.onnx").exists() and "running" not in capsys.readouterr().out
+    assert notebooks.build("good.onnx") == ["10_writes.ipynb"] and notebooks.build("good.onnx") == []
+    assert notebooks.built_artifact("good.onnx") == producers / "good.onnx"
+
+
+def test_a_checker_without_the_series_file_names_the_notebook_to_run(tmp_path, monkeypatch):
+    """The real checkers' path: notebook 01's file missing fails at once, naming notebook 01; nothing trains."""
+    from helpers.checks._common import reference_logits, test_images
+
+    monkeypatch.setenv("ONNX_PDF_ARTIFACTS", str(tmp_path))
+    images, _ = test_images(4)
+    with pytest.raises(FileNotFoundError, match=r"Run notebooks/01_export_pytorch_mlp.ipynb \(or `make artifacts`\)"):
+        reference_logits("mnist_mlp_pytorch.onnx", images)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_two_processes_building_at_once_run_the_notebook_once(producers, tmp_path):
+    """The second process waits for the lock (filelock logs it), then finds the file built and runs nothing."""
+    child = ("import logging, pathlib, sys\nfrom helpers import notebooks\nlogging.basicConfig()\n"
+             "logging.getLogger('filelock').setLevel(logging.DEBUG)\nnotebooks.NOTEBOOKS = pathlib.Path(sys.argv[1])\n"
+             "print('ran', notebooks.build('slow.onnx'))")
+
+    def start(name):
+        log = open(tmp_path / f"{name}.err", "w")
+        return subprocess.Popen([sys.executable, "-c", child, str(tmp_path)], stdout=subprocess.PIPE, stderr=log,
+                                text=True)
+
+    def wait_until(condition, what):
+        for _ in range(3000):
+            if condition():
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"{what} did not happen within 300 s")
+
+    first = second = start("first")
+    try:
+        wait_until((tmp_path / "started").exists, "the first build starting the notebook")
+        second = start("second")
+        wait_until(lambda: "not acquired" in (tmp_path / "second.err").read_text()  # waiting, or (no lock) running
+                   or (tmp_path / "runs.txt").read_text().count("run") > 1, "the second waiting for the lock")
+    finally:
+        (tmp_path / "go").touch()  # whatever happened, the notebooks finish and the processes end
+        outs = [p.communicate(timeout=300)[0] for p in dict.fromkeys((first, second))]
+    assert [p.returncode for p in (first, second)] == [0, 0], [(tmp_path / f"{n}.err").read_text()
+                                                               for n in ("first", "second")]
+    assert "ran ['13_waits.ipynb']" in outs[0] and "ran []" in outs[1], outs
+    assert (tmp_path / "runs.txt").read_text() == "run\n" and notebooks.loads(producers / "slow.onnx") is None
+
+
+def test_a_notebook_needing_another_artifact_builds_it_under_the_same_lock(producers):
+    assert notebooks.build("nested.onnx") == ["14_nested.ipynb"]
+    assert notebooks.loads(producers / "good.onnx") is None and notebooks.loads(producers / "nested.onnx") is None
+
+
 def test_a_failing_notebook_is_named_with_its_error(producers):
     with pytest.raises(RuntimeError, match="11_fails.ipynb failed while rebuilding") as info:
         notebooks.require_artifact("bad.bin")
@@ -63,5 +143,19 @@ def test_a_notebook_that_does_not_write_its_artifact(producers):
 
 
 def test_an_unknown_artifact(producers):
-    with pytest.raises(FileNotFoundError, match="no notebook is registered to produce it"):
-        notebooks.require_artifact("nobody.bin")
+    for function in (notebooks.require_artifact, notebooks.built_artifact):
+        with pytest.raises(LookupError, match="no notebook is registered to produce nobody.bin"):
+            function("nobody.bin")
+
+
+def test_the_metadata_declares_what_each_notebook_reads():
+    """Every require_artifact of a notebook names a file its entry in notebooks/series.json reads, made by another."""
+    meta, made = notebooks.series_meta(), notebooks.producers()
+    assert [p.name for p in notebooks.notebook_paths()] == list(meta)
+    for path in notebooks.notebook_paths():
+        text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code")
+        for name in re.findall(r'require_artifact\(f?"([^"]+)"', text):
+            pattern = re.sub(r"\{[^}]*\}", "*", name)
+            reads = meta[path.name].get("reads", [])
+            assert any(fnmatch(pattern, r) for r in reads), f"{path.name} reads {name}: not in series.json ({reads})"
+            assert any(fnmatch(f, pattern) and made[f] != path.name for f in made), f"nobody else makes {name}"

@@ -172,9 +172,10 @@ def test_hand_edited_or_moved_nav_cell_is_detected(tiny_series):
     assert "01_export_things.ipynb: navigation cells differ" in series.check(tiny_series)
 
 
-def test_teaches_and_run_time_come_from_the_notebook(tiny_series):
+def test_teaches_come_from_the_notebook_and_run_times_from_series_json(tiny_series):
     make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things", "Export a thing.",
-                  metadata={"series": {"teaches": "an override", "run_time_s": 125.0}})
+                  metadata={"series": {"teaches": "an override"}})
+    (tiny_series / "notebooks" / "series.json").write_text('{"01_export_things.ipynb": {"run_time_s": 125.0}}')
     series.sync(tiny_series)
     entries = series.read_series(tiny_series / "notebooks")
     assert [e.teaches for e in entries] == ["Open a `thing` and look inside it.", "an override", "Run | the thing."]
@@ -234,8 +235,8 @@ def test_reading_time_counts_prose_and_code_of_the_core_path_and_of_the_whole(ti
 
 def test_html_index_without_executing(tiny_series):
     make_notebook(tiny_series / "notebooks" / "01_export_things.ipynb", "01", "Export things",
-                  "Export a thing, as [notebook 00](00_open_things.ipynb) shows.",
-                  metadata={"series": {"run_time_s": 12.3}})
+                  "Export a thing, as [notebook 00](00_open_things.ipynb) shows.")
+    (tiny_series / "notebooks" / "series.json").write_text('{"01_export_things.ipynb": {"run_time_s": 12.3}}')
     out = tiny_series / "build" / "html"
     out.mkdir(parents=True)
     (out / "stale.html").write_text("from an older build")
@@ -268,6 +269,8 @@ def test_html_record_times_executes_in_fresh_kernels(tiny_series):
     assert entries["01"].run_time_s >= 0.5 and all(e.run_time_s is not None for e in entries.values())
     nb = nbformat.read(entries["01"].path, as_version=4)
     assert all(c.get("outputs", []) == [] for c in nb.cells), "recording must leave the notebook stripped"
+    recorded = series.series_meta(tiny_series / "notebooks")  # run times go to series.json, not the notebooks
+    assert "series" not in nb.metadata and sorted(recorded) == sorted(e.path.name for e in entries.values())
     assert "not measured" not in (tiny_series / "README.md").read_text()
     assert series.check(tiny_series) == ""
     assert cli(tiny_series, "html", "--no-execute", "--record-times").returncode == 2  # nothing to record

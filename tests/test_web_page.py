@@ -25,7 +25,7 @@ from helpers import predict as P
 from helpers.atomic import atomic_path
 from helpers.drawings import draw
 from helpers.mnist import load_mnist
-from helpers.notebooks import require_artifact
+from helpers.notebooks import built_artifact
 from helpers.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 
@@ -34,7 +34,7 @@ SCREENSHOT = "draw_page.png"
 
 @pytest.fixture(scope="module")
 def server():
-    models = [{"label": label, "file": require_artifact(name).name} for label, name in FP32_MODELS]
+    models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS]
     with PageServer(models) as running:
         yield running
 
@@ -98,7 +98,7 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
             p.value = [...p.options].find(o => o.text === arguments[0]).value;
             p.dispatchEvent(new Event('change'));""", label)
         wait_for(browser, f"{label} to open", f"window.digitPage.ready && window.digitPage.model === {label!r}")
-        session = ort.InferenceSession(require_artifact(name), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(built_artifact(name), providers=["CPUExecutionProvider"])
         for k, index in enumerate(picked):
             shift = (int(40 * np.sin(k)), int(40 * np.cos(k)))
             shown = paint(browser, draw(mnist.x_test[index], scale=7 + k % 3, shift=shift,
@@ -180,7 +180,7 @@ def pick(driver, label: str) -> None:
 def test_a_model_that_cannot_be_fetched_is_not_called_a_bad_model(browser):
     """After the page's server stops (notebook 04's kernel gone) or a file is missing, picking a model says so,
     and the picker returns to the model still in use (the status line and the picker agree)."""
-    models = [{"label": label, "file": require_artifact(name).name} for label, name in FP32_MODELS[:2]]
+    models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS[:2]]
     first, second = (m["label"] for m in models)
     server = PageServer(models).start()
     try:

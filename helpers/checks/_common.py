@@ -84,10 +84,10 @@ def test_images(n: int):
 
 
 def reference_logits(filename: str, images):
-    """Logits of the series' own file ``artifacts/<filename>`` (rebuilt if missing) on contract ``images``."""
-    from helpers.notebooks import require_artifact
+    """Logits of the series' own file ``artifacts/<filename>`` (built by `make artifacts`) on contract ``images``."""
+    from helpers.notebooks import built_artifact
 
-    return session(require_artifact(filename)).run(["logits"], {"image": images})[0]
+    return session(built_artifact(filename)).run(["logits"], {"image": images})[0]
 
 
 def renamed_copy(path) -> bytes:

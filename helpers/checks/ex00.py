@@ -180,9 +180,9 @@ def _interpreter_models():
     """The exported MLP and two variants made from it without training (every one passes check_model)."""
     import onnx
 
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    exported, rng = onnx.load(require_artifact("mnist_mlp_pytorch.onnx")), np.random.default_rng(2026)
+    exported, rng = onnx.load(built_artifact("mnist_mlp_pytorch.onnx")), np.random.default_rng(2026)
     models = {"the exported MLP": exported,
               "a variant (tensors renamed, weights changed, one Gemm with its weight stored [in, out] and transB=0)":
                   _renamed_variant(exported, rng),

@@ -71,9 +71,9 @@ def build_copies(source: Path, folder: Path) -> None:
 def _setting(filenames) -> tuple:
     """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    source = require_artifact("mnist_mlp_pytorch.onnx")
+    source = built_artifact("mnist_mlp_pytorch.onnx")
     digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
     original = _session(source)
     labels = _labels_of(original, digits)
@@ -159,9 +159,9 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
 @functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
 def _shift_accuracies(axis: int, roll: bool) -> tuple:
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
-    data, session = load_mnist(), _session(require_artifact("mnist_mlp_pytorch.onnx"))
+    data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
     return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
                  for k in SHIFTS)
 

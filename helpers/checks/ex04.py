@@ -114,14 +114,14 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
 def _check_top3(answer):
     """04.2: a Node script printing each image's three most probable digits and their softmax probabilities."""
     from helpers.checks._common import write_varied_copy
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
     from helpers.predict import softmax
 
     if not isinstance(answer, (str, Path)) or "\n" in str(answer) or not Path(answer).is_file():
         raise Wrong(f"expected the path of your script (a str or Path of an existing file), got {str(answer)[:80]!r}")
     if shutil.which("node") is None:
         raise Wrong("node is not on PATH: install Node.js 18 or newer (make setup does)")
-    script, original = Path(answer), require_artifact("mnist_mlp_pytorch.onnx")
+    script, original = Path(answer), built_artifact("mnist_mlp_pytorch.onnx")
     pool = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)]
     start = 0
     with tempfile.TemporaryDirectory(prefix="check-04.2-models-") as folder:

@@ -243,7 +243,7 @@ def check_calibration_reader(answer):
 
     from helpers.checks._common import varied_model
     from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     if not inspect.isclass(answer):
         raise Wrong(f"expected your reader class itself, called as Reader(model_path, images_uint8, batch_size), "
@@ -251,7 +251,7 @@ def check_calibration_reader(answer):
     if not issubclass(answer, CalibrationDataReader):  # ONNX Runtime's own test: a callable get_next
         raise Wrong(f"expected a CalibrationDataReader: {answer.__name__} has no get_next() method")
     train, rng = load_mnist().x_train, np.random.default_rng(5052)
-    cnn, digits = require_artifact("mnist_cnn_pytorch.onnx"), train[rng.choice(len(train), 250, replace=False)]
+    cnn, digits = built_artifact("mnist_cnn_pytorch.onnx"), train[rng.choice(len(train), 250, replace=False)]
     _batches(answer, cnn, digits, 64, "image", "the CNN file, 250 digits, batch_size 64")
     _batches(answer, cnn, digits, None, "image", "the CNN file, 250 digits, batch_size left out (default 100)")
     with tempfile.TemporaryDirectory() as tmp:

@@ -198,14 +198,14 @@ def _macs_hint(got: int, path) -> str:
 
 
 def check_macs(answer):
-    from helpers.notebooks import require_artifact
+    from helpers.notebooks import built_artifact
 
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
     rng, details = np.random.default_rng(), []
     with tempfile.TemporaryDirectory() as tmp:
         name = lambda: f"{rng.integers(10**6):06d}.onnx"  # noqa: E731 - a new file name every check
-        cases = [("the series' MLP", require_artifact("mnist_mlp_pytorch.onnx")),
-                 ("the series' CNN", require_artifact("mnist_cnn_pytorch.onnx")),
+        cases = [("the series' MLP", built_artifact("mnist_mlp_pytorch.onnx")),
+                 ("the series' CNN", built_artifact("mnist_cnn_pytorch.onnx")),
                  ("a CNN of the check's own (Conv, Conv, Gemm)", random_cnn(Path(tmp) / name(), rng, "Gemm")),
                  ("a CNN of the check's own (Conv, Conv, MatMul + Add)", random_cnn(Path(tmp) / name(), rng, "MatMul"))]
         for what, path in cases:
