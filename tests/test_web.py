@@ -27,7 +27,7 @@ from PIL import Image  # an independent PNG encoder for the drawings
 from helpers import predict as P
 from helpers.drawings import draw, variants
 from helpers.mnist import load_mnist
-from helpers.notebooks import require_artifact
+from helpers.notebooks import built_artifact
 from helpers.paths import REPO_ROOT
 from helpers.webserver import ORT_DIST, PageServer
 
@@ -58,7 +58,7 @@ def mnist():
 # --------------------------------------------------------------------------------------- parity
 @pytest.mark.parametrize("name", MNIST_FILES)
 def test_node_gives_python_onnxruntime_logits_on_all_test_images(node, mnist, tmp_path, name):
-    model = require_artifact(name)
+    model = built_artifact(name)
     np.save(tmp_path / "test.npy", mnist.x_test)  # uint8 [10000, 28, 28]: the script divides by 255
     result = run_node(node, model, tmp_path / "test.npy")
     assert result.returncode == 0, result.stderr
@@ -84,7 +84,7 @@ QUANTIZED = [f"quantized/mnist_{key}.{precision}.onnx" for key in ("mlp_pytorch"
 def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
     """Notebook 05's variants in the page's picker: they open and run in ONNX Runtime Web and give Python's digit
     on at least 99 % of 2,000 test images (quantized kernels round differently on different instruction sets)."""
-    model = require_artifact(name)
+    model = built_artifact(name)
     np.save(tmp_path / "x.npy", mnist.x_test[:2000])
     result = run_node(node, model, tmp_path / "x.npy")
     assert result.returncode == 0, result.stderr
@@ -97,7 +97,7 @@ def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
 
 def test_node_times_batch_one(node, mnist, tmp_path):
     np.save(tmp_path / "one.npy", mnist.x_test[:1])
-    result = run_node(node, require_artifact(MNIST_FILES[0]), tmp_path / "one.npy", "--time", 50)
+    result = run_node(node, built_artifact(MNIST_FILES[0]), tmp_path / "one.npy", "--time", 50)
     assert result.returncode == 0, result.stderr
     latency = json.loads(result.stdout)["latency_us"]
     assert latency["runs"] == 50 and latency["median"] > 0
@@ -106,7 +106,7 @@ def test_node_times_batch_one(node, mnist, tmp_path):
 # ------------------------------------------------------------------------------------ bad inputs
 def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path, flat_model):
     np.save(tmp_path / "x.npy", mnist.x_test[:2])
-    good = require_artifact(MNIST_FILES[0]).read_bytes()
+    good = built_artifact(MNIST_FILES[0]).read_bytes()
     (tmp_path / "text.onnx").write_text("this is not a protobuf")
     (tmp_path / "cut.onnx").write_bytes(good[:len(good) // 3])
     (tmp_path / "empty.onnx").write_bytes(b"")
@@ -122,7 +122,7 @@ def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path
 
 
 def test_node_input_and_usage_errors(node, tmp_path):
-    model = require_artifact(MNIST_FILES[0])
+    model = built_artifact(MNIST_FILES[0])
     np.save(tmp_path / "big.npy", np.zeros((2, 32, 32), np.uint8))
     np.save(tmp_path / "int.npy", np.zeros((2, 28, 28), np.int64))
     np.save(tmp_path / "blank.npy", np.zeros((1, 50, 50, 4), np.uint8))
@@ -159,7 +159,7 @@ def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
 @pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
 def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node, mnist, tmp_path, form, capsys):
     """classify.mjs refuses them with the exit code and message of helpers.predict; --invert reads them right."""
-    model, digits, labels = require_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
+    model, digits, labels = built_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
     np.save(tmp_path / "dark.npy", dark_on_light(digits, form, tmp_path))
     result = run_node(node, model, tmp_path / "dark.npy")
     assert P.main([str(model), str(tmp_path / "dark.npy")]) == result.returncode == P.EXIT_INPUT, result.stderr
@@ -172,7 +172,7 @@ def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node
 
 
 def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist, tmp_path):
-    model = require_artifact(MNIST_FILES[0])
+    model = built_artifact(MNIST_FILES[0])
     np.save(tmp_path / "mnist.npy", mnist.x_test[:5])
     result = run_node(node, model, tmp_path / "mnist.npy", "--invert")
     assert result.returncode == 4 and "the background is not dark after --invert" in result.stderr, result.stderr
@@ -200,7 +200,7 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
         drawings.append(rgba)
         pythons.append(python_input(tmp_path / f"d{i}.png"))
     np.save(tmp_path / "drawings.npy", np.stack(drawings))
-    result = run_node(node, require_artifact(MNIST_FILES[0]), tmp_path / "drawings.npy", "--preprocess", "mnist",
+    result = run_node(node, built_artifact(MNIST_FILES[0]), tmp_path / "drawings.npy", "--preprocess", "mnist",
                       "--show-input")
     assert result.returncode == 0, result.stderr
     js = np.array(json.loads(result.stdout)["inputs"], dtype=np.float32).reshape(-1, 28, 28)
@@ -228,7 +228,7 @@ def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_p
 # ---------------------------------------------------------------------- --preprocess mnist accuracy
 def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
     """Drawn digits classified through the CLI almost as well as the un-drawn digits themselves."""
-    model = require_artifact(MNIST_FILES[0])
+    model = built_artifact(MNIST_FILES[0])
     rng = np.random.default_rng(4)
     picked = rng.choice(len(mnist.x_test), 80, replace=False)
     labels = mnist.y_test[picked]
@@ -256,7 +256,7 @@ def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
 
 
 def test_predict_preprocess_mnist_refuses_empty_and_conflicting_options(tmp_path, capsys):
-    model = str(require_artifact(MNIST_FILES[0]))
+    model = str(built_artifact(MNIST_FILES[0]))
     Image.fromarray(np.full((100, 120), 255, np.uint8)).save(tmp_path / "white.png")
     Image.fromarray(np.zeros((100, 120, 4), np.uint8), "RGBA").save(tmp_path / "clear.png")
     assert P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
@@ -274,7 +274,7 @@ def test_predict_preprocess_mnist_refuses_empty_and_conflicting_options(tmp_path
 # ------------------------------------------------------------------------------------ the server
 def test_page_server_serves_page_runtime_and_listed_models_only():
     name = MNIST_FILES[0]
-    require_artifact(name)
+    built_artifact(name)
     with PageServer([{"label": "PyTorch MLP", "file": name}]) as server:
         def get(path):
             with urllib.request.urlopen(server.url + path, timeout=10) as response:
@@ -287,7 +287,7 @@ def test_page_server_serves_page_runtime_and_listed_models_only():
         assert kind == "application/wasm" and body[:4] == b"\x00asm"
         assert get("preprocess.js")[1].startswith("text/javascript")
         assert json.loads(get("models.json")[2]) == [{"label": "PyTorch MLP", "url": f"models/{name}"}]
-        assert get(f"models/{name}")[2] == require_artifact(name).read_bytes()
+        assert get(f"models/{name}")[2] == built_artifact(name).read_bytes()
         for path in ("models/mnist_mlp_keras.onnx", "ort/../../../README.md", "../README.md", "nothing.js"):
             with pytest.raises(urllib.error.HTTPError) as error:
                 get(path)
@@ -306,7 +306,7 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
 
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    (artifacts / MNIST_FILES[0]).write_bytes(require_artifact(MNIST_FILES[0]).read_bytes())
+    (artifacts / MNIST_FILES[0]).write_bytes(built_artifact(MNIST_FILES[0]).read_bytes())
     (artifacts / "web_models.json").write_text(json.dumps([{"label": "mine", "file": MNIST_FILES[0]},
                                                            {"label": "deleted since", "file": "gone.onnx"}]))
     server = subprocess.Popen([sys.executable, "-m", "helpers.webserver", "--port", "0"], stdout=subprocess.PIPE,
