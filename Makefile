@@ -1,6 +1,8 @@
 # ONNX, the PDF for neural networks — set-up and run targets.
 #   make lab    set up (first time: ~5 min, ~8 GB) and open JupyterLab on notebooks/
-#   make test   set up and run every test, executing every notebook
+#   make test   set up, build the artifacts and run every test, executing every notebook
+#   make artifacts       run the notebooks that make the files others read (01, 02, 05; under a lock)
+#   make test-fast       the development tier: tests/ without the slow, browser, llm, tensorflow and ray ones
 #   make run    set up and execute the whole series headlessly (no Jupyter UI)
 #   make bundle gather every package and asset the set-up downloads into bundle/ (or BUNDLE=dir), for a class
 #               without network: copy that folder to each machine, then `make lab BUNDLE=dir` (or setup, test)
@@ -22,7 +24,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PIP_FROM := $(if $(BUNDLE),--no-index --find-links $(BUNDLE_DIR)/python)
 NPM_FROM := $(if $(BUNDLE),--offline --cache $(BUNDLE_DIR)/npm)
 
-.PHONY: setup node browser lab test run bundle clean-artifacts
+.PHONY: setup node browser lab artifacts test test-fast run bundle clean-artifacts
 .DEFAULT_GOAL := lab
 
 $(BIN)/python:
@@ -65,9 +67,16 @@ browser:
 		|| echo "could not install chromium: the JupyterLab browser test will be skipped"; \
 	else echo "no chromium/chromedriver and not root: the JupyterLab browser test will be skipped"; fi
 
-# Notebooks first: they write the artifacts the unit tests and the browser test then reuse.
-test: setup browser
-	$(BIN)/python -m pytest notebooks tests --nbval-lax --nbval-current-env -v -rs
+# The files the notebooks declare in notebooks/series.json ("makes"), each built once by its notebook.
+artifacts: setup
+	$(BIN)/python -m helpers.notebooks build
+
+# Every option is in pyproject.toml: this is plain `pytest notebooks tests` (-v only lists each test).
+test: setup browser artifacts
+	$(BIN)/python -m pytest -v notebooks tests
+
+test-fast: $(VENV)/.installed
+	$(BIN)/python -m pytest tests -m "not slow and not browser and not llm and not tensorflow and not ray"
 
 # Execute every notebook headlessly and write an HTML copy of the series with an index page.
 run: setup

