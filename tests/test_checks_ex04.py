@@ -1,6 +1,10 @@
 """The checks of notebook 04 accept every correct answer, name realistic mistakes, and never show the answer."""
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -261,8 +265,18 @@ def script(tmp_path, text, name="top3.mjs"):
 
 NOTEBOOK_01_FILE = NAMES_TYPED.replace("InferenceSession.create(modelPath)",
                                       f"InferenceSession.create({str(REPO_ROOT / 'artifacts' / 'mnist_mlp_pytorch.onnx')!r})")
-NOTEBOOK_PIXELS = ex04.TOP3.replace("readFileSync(pixelsPath)",
-                                    f"readFileSync({str(REPO_ROOT / 'artifacts' / 'test_pixels.f32')!r})")
+FIXED_PIXELS = Path(tempfile.mkdtemp(prefix="ex04_")) / "test_pixels.f32"  # notebook 04's file, at a fixed path
+NOTEBOOK_PIXELS = ex04.TOP3.replace("readFileSync(pixelsPath)", f"readFileSync({str(FIXED_PIXELS)!r})")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fixed_pixels_file():
+    """The 10,000 test digits where NOTEBOOK_PIXELS reads them, as notebook 04 writes them."""
+    from helpers.mnist import load_mnist
+
+    (load_mnist().x_test[:, None] / 255).astype(np.float32).tofile(FIXED_PIXELS)
+    yield
+    shutil.rmtree(FIXED_PIXELS.parent)
 INPUT_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"')
 OUTPUT_TYPED = ex04.TOP3.replace("session.outputNames[0]", '"logits"')
 NOT_JSON = ex04.TOP3.replace("console.log(JSON.stringify(top3));", "console.log(top3);")
