@@ -142,22 +142,7 @@ def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     return sorted(Path(notebooks_dir).glob(SERIES_GLOB))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.notebooks build [FILE...]``: build the artifacts (default: every declared one)."""
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m helpers.notebooks", description=main.__doc__)
-    parser.add_argument("command", choices=["build"])
-    parser.add_argument("files", nargs="*", help="artifact file names, relative to artifacts/ (default: all)")
-    args = parser.parse_args(argv)
-    try:
-        ran = build(*args.files)
-    except (LookupError, RuntimeError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    print(f"artifacts built ({', '.join(ran) or 'nothing to run'}) in {artifacts_dir()}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # python -m helpers.notebooks build [FILE...]: default, every artifact series.json declares
+    if sys.argv[1:2] != ["build"]:
+        raise SystemExit("usage: python -m helpers.notebooks build [FILE...]")
+    print(f"notebooks run: {build(*sys.argv[2:]) or 'none'}; every artifact asked for loads ({artifacts_dir()})")
