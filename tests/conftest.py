@@ -57,6 +57,8 @@ def flat_model(tmp_path):
 # Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json;
 # a test file has those below; test_checks_exNN.py and test_exercises.py's [NN.K] items those of NEEDS["NN"].
 FILE_MARKERS = {"test_bundle.py": ["slow"], "test_bare_env.py": ["slow"], "test_lab_startup.py": ["slow"],
+                "test_web.py": ["slow"], "test_checks_ex01.py": ["slow"], "test_checks_ex03.py": ["slow"],
+                "test_checks_ex04.py": ["slow"],  # the four longest of tests/ (about 3 minutes together on 2 cores)
                 "test_jupyterlab_browser.py": ["browser"], "test_web_page.py": ["browser"], "test_llm.py": ["llm"],
                 "test_ray_cluster.py": ["ray"], "test_ray_serve.py": ["ray"]}
 NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
