@@ -51,8 +51,8 @@ node_modules/.installed: package.json package-lock.json | node
 
 setup: $(VENV)/.installed node_modules/.installed
 	$(if $(BUNDLE),mkdir -p $(ASSET_CACHE) && cp -R $(BUNDLE_DIR)/cache/. $(ASSET_CACHE)/)
-	$(BIN)/python -m helpers.assets fetch
-	$(BIN)/python -m helpers.mnist
+	$(BIN)/python -m helpers.data.assets fetch
+	$(BIN)/python -m helpers.data.mnist
 
 # (--allow-root only when run as root, e.g. in a container, where Jupyter refuses to start without it)
 lab: setup
@@ -69,7 +69,7 @@ browser:
 
 # The files the notebooks declare in notebooks/series.json ("makes"), each built once by its notebook.
 artifacts: setup
-	$(BIN)/python -m helpers.notebooks build
+	$(BIN)/python -m helpers.build.artifacts build
 
 # Every option is in pyproject.toml: this is plain `pytest notebooks tests` (-v only lists each test).
 test: setup browser artifacts

@@ -36,8 +36,8 @@ def main(argv=None) -> int:
     import onnxruntime as ort
     import tensorflow as tf
 
-    from helpers.benchmark import onnxruntime_predict, time_side_by_side
-    from helpers.mnist import load_mnist
+    from helpers.measure.side_by_side import onnxruntime_predict, time_side_by_side
+    from helpers.data.mnist import load_mnist
     from helpers.lessons import MNIST_MEAN, MNIST_STD
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count

@@ -10,7 +10,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from helpers.paths import REPO_ROOT, artifacts_dir
+from helpers.data.paths import REPO_ROOT, artifacts_dir
 
 WEB_DIR = REPO_ROOT / "web"
 ORT_DIST = REPO_ROOT / "node_modules" / "onnxruntime-web" / "dist"

@@ -55,7 +55,7 @@ def _trained_cnn():
     """02.1's CNN trained on the training digits (in the notebook, 02.2 and 02.3 use the trained ``model``)."""
     import numpy as np
 
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data = load_mnist()
     with tempfile.TemporaryDirectory() as folder:  # its file is not needed: 02.2 and 02.3 export it again

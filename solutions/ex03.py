@@ -40,8 +40,8 @@ def solve_1(workdir: Path):
 def solve_2(workdir: Path):
     import onnxruntime as ort
 
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])

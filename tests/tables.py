@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 
 
 def refused(exercise: str, answer, *words: str):

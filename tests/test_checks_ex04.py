@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.checks import ex04 as checks
-from helpers.exercises import check
+from helpers.grading.checks import ex04 as checks
+from helpers.grading.exercises import check
 from solutions import ex04
 from tables import refused, rows
 
@@ -254,7 +254,7 @@ FIRST_ONLY = ex04.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i
 SYNTAX_ERROR = ex04.TOP3.replace("const top3 = [];", "const top3 = [;")
 
 
-from helpers.paths import REPO_ROOT  # noqa: E402  (the scripts below name notebook 01's files)
+from helpers.data.paths import REPO_ROOT  # noqa: E402  (the scripts below name notebook 01's files)
 
 
 def script(tmp_path, text, name="top3.mjs"):
@@ -272,7 +272,7 @@ NOTEBOOK_PIXELS = ex04.TOP3.replace("readFileSync(pixelsPath)", f"readFileSync({
 @pytest.fixture(autouse=True, scope="module")
 def fixed_pixels_file():
     """The 10,000 test digits where NOTEBOOK_PIXELS reads them, as notebook 04 writes them."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     (load_mnist().x_test[:, None] / 255).astype(np.float32).tofile(FIXED_PIXELS)
     yield
@@ -328,7 +328,7 @@ def as_answer(exercise, entry, tmp_path):
             "first-image-only", "syntax-error"]),
 ])
 def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message):
-    from helpers.checks._common import test_images
+    from helpers.grading.checks._common import test_images
 
     feedback = refused("04.2", as_answer("04.2", text, tmp_path), message)
     images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)]
@@ -337,14 +337,14 @@ def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message
 
 
 def reference_top3(images):
-    from helpers.checks._common import reference_logits
+    from helpers.grading.checks._common import reference_logits
 
     return np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
 
 
 def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
-    from helpers.checks._common import session, test_images, write_varied_copy
-    from helpers.notebooks import built_artifact
+    from helpers.grading.checks._common import session, test_images, write_varied_copy
+    from helpers.build.artifacts import built_artifact
 
     name_in, name_out, seed, _ = checks.TOP3_MODELS["a copy with other tensor names and other weights"]
     copy = write_varied_copy(built_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,

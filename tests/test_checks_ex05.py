@@ -9,7 +9,7 @@ import pytest
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, StaticQuantConfig, quantize,
                                       quantize_dynamic, quantize_static)
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from solutions import ex05
 from tables import refused, right, rows
 
@@ -67,7 +67,7 @@ def activation_ranges_too_wide(fp32_path, int8_path, train_uint8):
 
 
 def _mnist():
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     return load_mnist()
 
@@ -141,7 +141,7 @@ OWN_ROUND_05_1 = [
 
 
 def test_static_int8_digits_tell_what_calibrated_the_file():
-    from helpers.checks.ex05 import calibration_digits
+    from helpers.grading.checks.ex05 import calibration_digits
 
     normal, faint, mostly = (calibration_digits(k) for k in ("normal", "faint", "mostly faint"))
     assert normal.max() == 255 and faint.max() <= 127 and mostly.max() == 255
@@ -452,7 +452,7 @@ def notebook_function(name: str):
 
     import nbformat
 
-    from helpers.notebooks import notebook_paths
+    from helpers.build.artifacts import notebook_paths
 
     path = next(p for p in notebook_paths() if p.name.startswith("05_"))
     for cell in nbformat.read(path, as_version=4).cells:
@@ -484,7 +484,7 @@ def test_int4_accepts_the_notebooks_own_rewrite_which_calls_check_model():
 
 
 def test_every_model_handed_to_the_learner_passes_check_model(tmp_path):
-    from helpers.checks.ex05 import fresh_model
+    from helpers.grading.checks.ex05 import fresh_model
 
     for kind in ("cnn", "mlp"):
         onnx.checker.check_model(onnx.load(fresh_model(tmp_path / f"{kind}.onnx", kind)), full_check=True)

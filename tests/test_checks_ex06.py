@@ -12,7 +12,7 @@ import timeit
 import numpy as np
 import pytest
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from solutions.ex06 import fair_time, macs_per_image
 from tables import refused, right, rows
 
@@ -85,7 +85,7 @@ def sorted_index_percentile(fn):
 
 
 def with_helpers(fn):
-    from helpers.timing import measure
+    from helpers.measure.timing import measure
 
     return measure(fn, repeat=30, warmup=5)
 
@@ -127,7 +127,7 @@ OTHER_MISTAKES_06_1 = [  # (wrong answer, what the feedback says)
 
 def test_fair_time_the_two_models_cannot_share_one_answer():
     """The quick and the slower model's durations are drawn in ranges that no single p50 can match within 15 %."""
-    from helpers.checks.ex06 import MODELS, _close
+    from helpers.grading.checks.ex06 import MODELS, _close
 
     quick, slower = (1e3 * np.array(MODELS[k]["fast"]) for k in ("a quick model", "a slower model"))
     assert not any(_close(value, truth) for value in np.linspace(*quick, 50) for truth in np.linspace(*slower, 50))
@@ -304,7 +304,7 @@ def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise,
 def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
     import onnx
 
-    from helpers.checks.ex06 import _reference_macs, random_cnn
+    from helpers.grading.checks.ex06 import _reference_macs, random_cnn
 
     counts = set()
     for seed in range(6):
@@ -316,8 +316,8 @@ def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
 
 
 def test_macs_feedback_never_states_the_expected_count():
-    from helpers.checks.ex06 import _reference_macs
-    from helpers.notebooks import built_artifact
+    from helpers.grading.checks.ex06 import _reference_macs
+    from helpers.build.artifacts import built_artifact
 
     want = _reference_macs(built_artifact("mnist_cnn_pytorch.onnx"))
     assert want == 14 * 14 * 8 * 9 + 7 * 7 * 16 * 72 + 784 * 128 + 1280  # independent of shape inference

@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime_genai as og
 import pytest
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from tables import right, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -127,7 +127,7 @@ def rewind_to_zero(generator, tokenizer, prefix_len, questions_ids, max_new_toke
 
 
 def new_generator_each_time(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    from helpers.checks.ex07 import smollm
+    from helpers.grading.checks.ex07 import smollm
 
     model, _ = smollm()                                # the learner's notebook has the same model
     prefix = generator.get_sequence(0)[:prefix_len].copy()
@@ -404,7 +404,7 @@ def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise,
 def test_07_3_stop_cases_defeat_the_wrong_stop_tests():
     """The stop text that ends inside a token defeats a test on the last token's text; "healthy" is in the prompt,
     and the answer goes on after where a search of the prompt would stop."""
-    from helpers.checks import ex07 as checks
+    from helpers.grading.checks import ex07 as checks
 
     model, tokenizer = checks.smollm()
     ids = checks.prompt_ids(tokenizer, [checks.SYSTEM, {"role": "user", "content": "What is the capital of Spain?"}])

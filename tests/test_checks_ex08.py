@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from helpers.checks.ex08 import check_person_schema
-from helpers.exercises import check
+from helpers.grading.checks.ex08 import check_person_schema
+from helpers.grading.exercises import check
 from tables import rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -94,7 +94,7 @@ def test_08_1_wrong_answers_are_named_without_the_worked_schema(wrong, named):
 
 
 def test_08_1_an_answer_cut_by_max_length_is_named():
-    from helpers.checks._common import Wrong
+    from helpers.grading.checks._common import Wrong
 
     with pytest.raises(Wrong, match="ran until max_length"):
         check_person_schema(ex08.person_schema, max_new=5)

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from helpers.exercises import check
+from helpers.grading.exercises import check
 from solutions.ex09 import Top2, audit
 from tables import refused, right, rows
 
@@ -109,7 +109,7 @@ REQUIREMENTS = [  # (requirement broken, answer, words the feedback must hold)
 
 
 def test_top2_model_and_digits_change_between_checks():
-    from helpers.checks.ex09 import random_mlp_bytes, unseen_batches
+    from helpers.grading.checks.ex09 import random_mlp_bytes, unseen_batches
 
     assert random_mlp_bytes(1) != random_mlp_bytes(2)
     first, second = unseen_batches(1), unseen_batches(2)

@@ -6,7 +6,7 @@ from importlib import metadata
 
 import yaml
 
-from helpers.paths import REPO_ROOT
+from helpers.data.paths import REPO_ROOT
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?P<extras>\[[A-Za-z0-9_.,\-]+\])?"  # ray[data,serve]
                  r"==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
@@ -35,7 +35,7 @@ def test_torch_pins_are_the_ones_on_disk():
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
     from packaging.utils import canonicalize_name
 
-    from helpers.machine import tested_versions
+    from helpers.measure.machine import tested_versions
 
     assert tested_versions() == {canonicalize_name(n): v for n, v in pins.items()}  # what show_versions compares
 
@@ -84,7 +84,7 @@ def test_a_non_editable_install_carries_every_helpers_package(tmp_path):
     packaged = {n.rsplit("/", 1)[0] for n in zipfile.ZipFile(wheel).namelist() if n.endswith("/__init__.py")}
     in_tree = {p.parent.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "helpers").rglob("__init__.py")}
     assert packaged == in_tree, f"missing from the wheel: {sorted(in_tree - packaged)}"
-    assert "helpers/checks" in packaged
+    assert "helpers/grading/checks" in packaged
 
 
 def imported_modules() -> dict[str, set[str]]:

@@ -5,13 +5,13 @@ import importlib
 
 import pytest
 
-from helpers.exercises import Feedback, all_exercises, check
+from helpers.grading.exercises import Feedback, all_exercises, check
 
 EXERCISES = sorted(all_exercises())
 
 
 def test_every_notebook_has_two_or_three_exercises():
-    from helpers.notebooks import notebook_paths
+    from helpers.build.artifacts import notebook_paths
 
     for path in notebook_paths():
         number = path.name[:2]
@@ -37,13 +37,13 @@ def test_a_wrong_answer_is_told_what_is_wrong(exercise_id):
 
 
 def test_the_registry_holds_every_checks_module_and_each_only_its_notebook():
-    from helpers.exercises import CHECK_MODULES
-    from helpers.paths import REPO_ROOT
+    from helpers.grading.exercises import CHECK_MODULES
+    from helpers.data.paths import REPO_ROOT
 
-    on_disk = sorted(p.stem[2:] for p in (REPO_ROOT / "helpers" / "checks").glob("ex[0-9][0-9].py"))
+    on_disk = sorted(p.stem[2:] for p in (REPO_ROOT / "helpers" / "grading" / "checks").glob("ex[0-9][0-9].py"))
     assert sorted(CHECK_MODULES) == on_disk
     for number, module in CHECK_MODULES.items():
-        assert module.__name__ == f"helpers.checks.ex{number}"
+        assert module.__name__ == f"helpers.grading.checks.ex{number}"
         assert module.CHECKS and all(e.startswith(number + ".") for e in module.CHECKS), module.CHECKS
 
 
@@ -55,7 +55,7 @@ def test_unknown_exercise_lists_the_known_ones():
 def test_exercise_notebook_mentions_its_checks():
     import nbformat
 
-    from helpers.notebooks import notebook_paths
+    from helpers.build.artifacts import notebook_paths
 
     for path in notebook_paths():
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)

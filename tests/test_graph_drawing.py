@@ -1,4 +1,4 @@
-"""Tests for helpers.graph_drawing (the graph pictures of notebook 00)."""
+"""Tests for helpers.show.graph_drawing (the graph pictures of notebook 00)."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from helpers import graph_drawing
+from helpers.show import graph_drawing
 
 
 def tiny_model(add_input: str = "b") -> onnx.ModelProto:
@@ -68,7 +68,7 @@ def test_draw_shows_one_box_per_node_top_to_bottom():
 
 
 def test_import_stays_light():
-    code = ("import sys, helpers.graph_drawing; heavy = [m for m in ('torch', 'tensorflow', 'networkx', "
+    code = ("import sys, helpers.show.graph_drawing; heavy = [m for m in ('torch', 'tensorflow', 'networkx', "
             "'matplotlib', 'onnx') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

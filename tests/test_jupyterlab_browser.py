@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.paths import NOTEBOOKS, artifacts_dir
+from helpers.data.paths import NOTEBOOKS, artifacts_dir
 
 NOTEBOOK = "00_inspect_onnx_file.ipynb"
 # Printed by a late cell of notebook 00 (section 2, the external-data round trip): seeing it means the cells

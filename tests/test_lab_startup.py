@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers.paths import REPO_ROOT
+from helpers.data.paths import REPO_ROOT
 
 START_TIMEOUT_S = 300  # a hang guard, not a speed limit
 

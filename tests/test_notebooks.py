@@ -11,8 +11,8 @@ import re
 import nbformat
 import pytest
 
-from helpers.notebooks import notebook_paths
-from helpers.paths import NOTEBOOKS
+from helpers.build.artifacts import notebook_paths
+from helpers.data.paths import NOTEBOOKS
 
 NOTEBOOK_PATHS = notebook_paths()
 IDS = [p.name for p in NOTEBOOK_PATHS]

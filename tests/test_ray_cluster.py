@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers.ray_digits import auth_token_file, quick_ray_imports, ray_folders, ray_processes, shard_table
+from helpers.data.ray_digits import auth_token_file, quick_ray_imports, ray_folders, ray_processes, shard_table
 
 ROWS, FILES, BATCH, KILL_AFTER = 24_000, 6, 500, 6
 
@@ -47,7 +47,7 @@ def ray_env(monkeypatch):
 def digit_files(tmp_path):
     import pyarrow.parquet as pq
 
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     digits = load_mnist().x_train[:ROWS]
     ids = np.random.default_rng(9).permutation(10**7)[:ROWS].astype(np.int64)
@@ -73,7 +73,7 @@ def test_a_node_killed_mid_job_loses_no_row_and_a_stranger_is_refused(ray_env, d
     import ray
     from ray.cluster_utils import Cluster
 
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     paths, ids, digits = digit_files
     model_bytes = built_artifact("mnist_mlp_pytorch.onnx").read_bytes()

@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers.ray_serve import MAX_BODY, BadRequest, digit_from_json, load_test
+from helpers.measure.ray_serve import MAX_BODY, BadRequest, digit_from_json, load_test
 
 DIGIT = np.arange(784, dtype=np.int64).reshape(28, 28) % 256
 
@@ -72,7 +72,7 @@ def test_the_load_test_is_bounded_and_stops_by_itself():
 
 @pytest.fixture
 def ray_env(monkeypatch):
-    from helpers.ray_digits import auth_token_file, quick_ray_imports, ray_folders
+    from helpers.data.ray_digits import auth_token_file, quick_ray_imports, ray_folders
 
     folders = ray_folders()
     monkeypatch.setenv("RAY_TMPDIR", str(folders["RAY_TMPDIR"]))
@@ -91,9 +91,9 @@ def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_noth
     from ray import serve
     from starlette.responses import JSONResponse
 
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import require_artifact
-    from helpers.ray_serve import free_port, listening_sockets, ray_children, read_body, wait_gone
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import require_artifact
+    from helpers.measure.ray_serve import free_port, listening_sockets, ray_children, read_body, wait_gone
 
     model_bytes = require_artifact("mnist_mlp_pytorch.onnx").read_bytes()
     images = load_mnist().x_test[-400:]          # other digits than the notebook's
@@ -175,11 +175,11 @@ def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_noth
 
 
 def test_helpers_import_no_ray_or_starlette_at_module_level():
-    """``helpers.ray_serve`` is plumbing: importing it starts nothing and needs neither Ray nor starlette."""
+    """``helpers.measure.ray_serve`` is plumbing: importing it starts nothing and needs neither Ray nor starlette."""
     import subprocess
     import sys
 
-    code = ("import sys, helpers.ray_serve; "
+    code = ("import sys, helpers.measure.ray_serve; "
             "print(sorted(m for m in ('ray', 'starlette') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -17,7 +17,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from helpers import series
-from helpers.paths import REPO_ROOT
+from helpers.data.paths import REPO_ROOT
 
 README = """# A tiny series
 
@@ -317,7 +317,7 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
     import math
     import re
 
-    from helpers.paths import NOTEBOOKS, REPO_ROOT
+    from helpers.data.paths import NOTEBOOKS, REPO_ROOT
     from helpers.series import read_series
 
     readme = (REPO_ROOT / "README.md").read_text()
@@ -342,7 +342,7 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
         elif block not in ("questions and breaks", "running the core notebooks"):
             exercise = re.match(r"exercise (\d\d\.\d) in class", block)
             assert exercise, f"plan row {block!r} is neither a core path, an exercise in class nor questions"
-            from helpers.exercises import all_exercises
+            from helpers.grading.exercises import all_exercises
             assert exercise[1] in all_exercises(), f"plan names exercise {exercise[1]}, which does not exist"
         if not core:
             in_class += int(value)
@@ -359,7 +359,7 @@ def test_core_paths_fit_a_three_hour_class():
     characters. Details: ``python -m helpers.series budget``."""
     import nbformat
 
-    from helpers.paths import NOTEBOOKS
+    from helpers.data.paths import NOTEBOOKS
 
     words = lines = 0
     for entry in series.read_series(NOTEBOOKS):

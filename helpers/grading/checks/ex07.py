@@ -4,14 +4,14 @@ from __future__ import annotations
 import functools
 import json
 
-from helpers.checks._common import Wrong, require_callable
+from helpers.grading.checks._common import Wrong, require_callable
 
 
 @functools.lru_cache(maxsize=1)
 def smollm():
     import onnxruntime_genai as og
 
-    from helpers import llm
+    from helpers.build import llm
 
     folder = llm.cached_int4_model(log=lambda message: None if message.startswith("reusing") else print(message))
     config = og.Config(str(folder))
@@ -268,7 +268,7 @@ def check_generate(answer):
     return details + ["greedy decoding is deterministic, so a generation can be tested token for token"]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "07.2": check_answer_each,
     "07.3": check_generate,

@@ -77,7 +77,7 @@ def test_images(n: int):
     """The first ``n`` MNIST test images in the contract's layout, and their labels."""
     import numpy as np
 
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data = load_mnist()
     return contract_input(data.x_test[:n]), data.y_test[:n].astype(np.int64)
@@ -85,7 +85,7 @@ def test_images(n: int):
 
 def reference_logits(filename: str, images):
     """Logits of the series' own file ``artifacts/<filename>`` (built by `make artifacts`) on contract ``images``."""
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     return session(built_artifact(filename)).run(["logits"], {"image": images})[0]
 
@@ -138,7 +138,7 @@ def write_varied_copy(source, target, seed: int, input_name: str, output_name: s
     import sys
 
     spec = json.dumps([str(source), str(target), seed, input_name, output_name, relative_noise])
-    result = subprocess.run([sys.executable, "-m", "helpers.checks._common", spec], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "helpers.grading.checks._common", spec], capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"could not build a varied copy of {source}:\n{result.stderr}")  # a checker bug
     built = session(target)
@@ -147,7 +147,7 @@ def write_varied_copy(source, target, seed: int, input_name: str, output_name: s
     return Path(target)
 
 
-if __name__ == "__main__":  # python -m helpers.checks._common '[source, target, seed, input, output, noise]'
+if __name__ == "__main__":  # python -m helpers.grading.checks._common '[source, target, seed, input, output, noise]'
     import json
     import sys
 

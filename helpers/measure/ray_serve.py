@@ -133,7 +133,7 @@ def ray_children() -> list:
     """The Ray processes this process started (its descendants that ``ray_processes()`` recognises)."""
     import psutil
 
-    from helpers.ray_digits import ray_processes
+    from helpers.data.ray_digits import ray_processes
 
     mine = {p.pid for p in psutil.Process(os.getpid()).children(recursive=True)}
     return [p for p in ray_processes() if p.pid in mine]

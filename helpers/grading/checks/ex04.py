@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import Wrong, require_callable, session, test_images
+from helpers.grading.checks._common import Wrong, require_callable, session, test_images
 
 
 def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
     """(RGB drawings, true ink 0..1, labels, descriptions): test digits, blue on yellowish paper, 196 px square."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data, rng = load_mnist(), np.random.default_rng(seed)
     picked = rng.choice(len(data.x_test), n, replace=False)
@@ -71,7 +71,7 @@ TOP3_MODELS = {"notebook 01's model": (None, None, 0, 17),
 
 def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> str:
     """Standard output of ``node SCRIPT MODEL PIXELS`` in a scratch folder under the repository."""
-    from helpers.paths import REPO_ROOT
+    from helpers.data.paths import REPO_ROOT
 
     with tempfile.TemporaryDirectory(prefix=".check-04.2-", dir=REPO_ROOT) as scratch:
         (Path(scratch) / "given_model.onnx").write_bytes(model.read_bytes())
@@ -113,8 +113,8 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
 
 def _check_top3(answer):
     """04.2: a Node script printing each image's three most probable digits and their softmax probabilities."""
-    from helpers.checks._common import write_varied_copy
-    from helpers.notebooks import built_artifact
+    from helpers.grading.checks._common import write_varied_copy
+    from helpers.build.artifacts import built_artifact
     from helpers.predict import softmax
 
     if not isinstance(answer, (str, Path)) or "\n" in str(answer) or not Path(answer).is_file():

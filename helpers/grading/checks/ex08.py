@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import re
 
-from helpers.checks._common import Wrong, require_callable
+from helpers.grading.checks._common import Wrong, require_callable
 
 NAMES_40 = ["Maximilian Alexander von Hohenberg-Riedl", "Anna-Katharina Wilhelmina Oppenheimer-Ru",
             "Jean-Baptiste Emmanuel Rousseau-Delacroi", "Ngozi Adaeze Chukwuemeka-Okonkwo Obioraa"]
@@ -77,7 +77,7 @@ def check_person_schema(answer, max_new=200):
     import numpy as np
     import onnxruntime_genai as og
 
-    from helpers.checks.ex07 import smollm
+    from helpers.grading.checks.ex07 import smollm
 
     if not isinstance(answer, dict):
         raise Wrong(f"expected your JSON schema as a dict, got {type(answer).__name__}")
@@ -214,5 +214,5 @@ def check_time_per_layer(answer):
     return details
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {"08.1": check_person_schema, "08.2": check_time_per_layer}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import Wrong, contract_input, require_callable, require_keys, session as _session
+from helpers.grading.checks._common import Wrong, contract_input, require_callable, require_keys, session as _session
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
 # Copies of the PyTorch file that differ from the contract: file name -> (description, input, output, dtype, shape),
@@ -38,7 +38,7 @@ def build_copies(source: Path, folder: Path) -> None:
     import onnx
     from onnx import TensorProto, helper
 
-    from helpers.checks._common import varied_model
+    from helpers.grading.checks._common import varied_model
 
     types = {"float16": TensorProto.FLOAT16, "float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
     for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(LAYOUT_COPIES.items(), start=3031):
@@ -70,8 +70,8 @@ def build_copies(source: Path, folder: Path) -> None:
 
 def _setting(filenames) -> tuple:
     """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     source = built_artifact("mnist_mlp_pytorch.onnx")
     digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
@@ -79,7 +79,7 @@ def _setting(filenames) -> tuple:
     labels = _labels_of(original, digits)
     runs = {"the PyTorch file": (original, labels)}
     with tempfile.TemporaryDirectory(prefix="ex03-copies-") as folder:
-        result = subprocess.run([sys.executable, "-m", "helpers.checks.ex03", str(source), folder],
+        result = subprocess.run([sys.executable, "-m", "helpers.grading.checks.ex03", str(source), folder],
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"could not build the exercise's model copies:\n{result.stderr}")  # a checker bug
@@ -158,8 +158,8 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
 
 @functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
 def _shift_accuracies(axis: int, roll: bool) -> tuple:
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
     return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
@@ -210,7 +210,7 @@ def check_batches(answer):
             "batch padded", "the PyTorch file (batch 'batch'): one run"]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "03.1": check_classify,
     "03.2": check_shift_curve,
@@ -218,5 +218,5 @@ CHECKS = {
 }
 
 
-if __name__ == "__main__":  # python -m helpers.checks.ex03 SOURCE.onnx FOLDER: build the copies (see _setting)
+if __name__ == "__main__":  # python -m helpers.grading.checks.ex03 SOURCE.onnx FOLDER: build the copies (see _setting)
     build_copies(Path(sys.argv[1]), Path(sys.argv[2]))

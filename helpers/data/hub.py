@@ -5,11 +5,11 @@ import contextlib
 from pathlib import Path
 from typing import Callable
 
-from helpers.paths import cache_dir
+from helpers.data.paths import cache_dir
 
 
 def folder(spec) -> Path:
-    """Where ``spec`` (a ``helpers.chat_model.ChatModel``) is downloaded: a folder per repository and commit."""
+    """Where ``spec`` (a ``helpers.data.chat_model.ChatModel``) is downloaded: a folder per repository and commit."""
     if len(spec.revision) != 40 or any(c not in "0123456789abcdef" for c in spec.revision):
         raise ValueError(f"revision must be a full 40-hex-digit commit hash, got {spec.revision!r}")
     return cache_dir("llm", "hub") / f"{spec.repo_id.replace('/', '--')}@{spec.revision}"
@@ -17,7 +17,7 @@ def folder(spec) -> Path:
 
 def verified(spec) -> bool:
     """True if ``folder(spec)`` already holds every weight file with its pinned SHA-256."""
-    from helpers.assets import sha256_file
+    from helpers.data.assets import sha256_file
 
     return all((folder(spec) / p).is_file() and sha256_file(folder(spec) / p) == sha for p, sha in spec.weights.items())
 
@@ -26,7 +26,7 @@ def check_published(spec) -> None:
     """Raise ``ChecksumError`` unless the Hub publishes the pinned SHA-256 for every weight file at the commit."""
     from huggingface_hub import HfApi
 
-    from helpers.assets import ChecksumError
+    from helpers.data.assets import ChecksumError
 
     infos = HfApi().get_paths_info(spec.repo_id, list(spec.weights), revision=spec.revision)
     if {f.path: f.lfs.sha256 for f in infos} != spec.weights:
@@ -36,7 +36,7 @@ def check_published(spec) -> None:
 
 def check_files(spec) -> None:
     """Raise ``ChecksumError`` (deleting the file) if a downloaded weight file is not the pinned one."""
-    from helpers.assets import ChecksumError
+    from helpers.data.assets import ChecksumError
 
     if not verified(spec):
         for path in spec.weights:
@@ -50,7 +50,7 @@ def fallback(instead: str, log: Callable[[str], None] = print):
     """Say in one line why the Hub cannot be used and go on with ``instead``; anything else propagates."""
     from huggingface_hub.errors import HfHubHTTPError, HTTPError
 
-    from helpers.assets import ChecksumError
+    from helpers.data.assets import ChecksumError
 
     try:
         yield

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from helpers.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09
-from helpers.checks._common import Wrong
+from helpers.grading.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09
+from helpers.grading.checks._common import Wrong
 
 # notebook number -> its checks module, whose ``CHECKS`` maps exercise ids to checkers
 CHECK_MODULES = {"00": ex00, "01": ex01, "02": ex02, "03": ex03, "04": ex04, "05": ex05, "06": ex06, "07": ex07,

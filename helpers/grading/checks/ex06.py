@@ -11,12 +11,12 @@ from unittest import mock
 
 import numpy as np
 
-from helpers.checks._common import Wrong, require_callable, require_keys
+from helpers.grading.checks._common import Wrong, require_callable, require_keys
 
 # ---------------------------------------------------------------------------------------------- 06.1
 SLOW_FIRST_CALLS = 3  # the stand-in model's first calls are slow, as a real model's are (allocation, kernel choice)
 TICK_S = 1 / 64  # a coarse wall clock: time.time() on some systems advances in steps of 15.6 ms
-HELPER_MODULES = ("helpers.timing", "helpers.benchmark")  # the series' own timing loops, which the task rules out
+HELPER_MODULES = ("helpers.measure.timing", "helpers.measure.side_by_side")  # the series' own timing loops, which the task rules out
 
 
 MODELS = {  # a quick model and a slower one, durations (ms) drawn in ranges that a single fixed answer cannot match
@@ -198,7 +198,7 @@ def _macs_hint(got: int, path) -> str:
 
 
 def check_macs(answer):
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
     rng, details = np.random.default_rng(), []
@@ -225,7 +225,7 @@ def check_macs(answer):
     return [f"{what}: right" for what in details]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "06.1": check_fair_time,
     "06.2": check_macs,

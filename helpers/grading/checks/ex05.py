@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import Wrong, as_model_path, contract_input, load_model, require_callable
-from helpers.checks._common import session as open_session
+from helpers.grading.checks._common import Wrong, as_model_path, contract_input, load_model, require_callable
+from helpers.grading.checks._common import session as open_session
 
 LAYERS = ("Conv", "Gemm", "MatMul")
 
@@ -18,7 +18,7 @@ def fresh_model(path: Path, kind: str = "cnn") -> Path:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     rng, node = np.random.default_rng(5), helper.make_node
     shapes = {"h": 864 if kind == "cnn" else 100, "scores": 10}  # the declared width of each graph output
@@ -72,7 +72,7 @@ def _run(answer, what: str, *args) -> Path:
 
 def _agreement(fp32: Path, small: Path, what: str, minimum: float) -> float:
     """Share of 1,000 test digits (never handed to the learner) on which both files pick the same digit."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     x = contract_input(load_mnist().x_test[:1000])
     sessions = [open_session(p) for p in (fp32, small)]
@@ -94,7 +94,7 @@ N_CALIBRATION = 300
 
 def calibration_digits(kind: str) -> np.ndarray:
     """The training digits the check hands to the learner's function for call ``kind`` (see CALLS)."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     train, rng = load_mnist().x_train, np.random.default_rng(5051 + CALLS[kind][1])
     digits = train[rng.choice(len(train), N_CALIBRATION, replace=False)]
@@ -162,7 +162,7 @@ def _eight_bit(path, what: str) -> None:
 def check_static_int8(answer):
     import onnx
 
-    from helpers.checks._common import varied_model
+    from helpers.grading.checks._common import varied_model
 
     require_callable(answer, "quantize_int8(fp32_path, int8_path, train_uint8)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -241,9 +241,9 @@ def check_calibration_reader(answer):
     import onnx
     from onnxruntime.quantization import CalibrationDataReader
 
-    from helpers.checks._common import varied_model
-    from helpers.mnist import load_mnist
-    from helpers.notebooks import built_artifact
+    from helpers.grading.checks._common import varied_model
+    from helpers.data.mnist import load_mnist
+    from helpers.build.artifacts import built_artifact
 
     if not inspect.isclass(answer):
         raise Wrong(f"expected your reader class itself, called as Reader(model_path, images_uint8, batch_size), "
@@ -270,7 +270,7 @@ BLOCK_SIZES = {16: ("pixels", "scores"), 64: ("features", "class_logits")}  # bl
 def check_int4_weights(answer):
     import onnx
 
-    from helpers.checks._common import varied_model
+    from helpers.grading.checks._common import varied_model
 
     require_callable(answer, "int4_weights(fp32_path, int4_path, block_size)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -300,7 +300,7 @@ def check_int4_weights(answer):
             f"block {block}: picks the fp32 model's digit on {agreement:.1%} of 1,000 test digits"]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "05.1": check_static_int8,
     "05.2": check_calibration_reader,

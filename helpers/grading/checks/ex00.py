@@ -5,7 +5,7 @@ from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
-from helpers.checks._common import Wrong, dims, load_model, require_callable, require_keys, session, test_images
+from helpers.grading.checks._common import Wrong, dims, load_model, require_callable, require_keys, session, test_images
 
 
 def given_weights():  # W and b as exercise 00.1's text gives them (W stored [out, in], PyTorch's layout)
@@ -180,7 +180,7 @@ def _interpreter_models():
     """The exported MLP and two variants made from it without training (every one passes check_model)."""
     import onnx
 
-    from helpers.notebooks import built_artifact
+    from helpers.build.artifacts import built_artifact
 
     exported, rng = onnx.load(built_artifact("mnist_mlp_pytorch.onnx")), np.random.default_rng(2026)
     models = {"the exported MLP": exported,
@@ -353,5 +353,5 @@ def check_detectors(answer):
     return [f"{k}: {truth[k]}" for k in BREAKAGES]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {"00.1": check_classifier, "00.2": check_interpreter, "00.3": check_detectors}

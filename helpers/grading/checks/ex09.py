@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers.checks._common import Wrong, require_callable
+from helpers.grading.checks._common import Wrong, require_callable
 
 TOP2_KEYS = ("id", "top1", "top2", "p1", "p2")
 
@@ -33,8 +33,8 @@ def unseen_batches(seed: int) -> list:
     """pyarrow batches of shifted test digits: shuffled, gapped ids, an extra column, sizes that differ."""
     import pyarrow as pa
 
-    from helpers.mnist import load_mnist
-    from helpers.ray_digits import shard_table, shift_images
+    from helpers.data.mnist import load_mnist
+    from helpers.data.ray_digits import shard_table, shift_images
 
     rng = np.random.default_rng(seed)
     digits = load_mnist().x_test[rng.choice(10_000, 700, replace=False)]

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.atomic import cached_dir
-from helpers.paths import cache_dir
+from helpers.data.atomic import cached_dir
+from helpers.data.paths import cache_dir
 
 # (rows down, columns right): 3 x 5 = 15 shifts of 70,000 images = 1,050,000 rows; (0, 0) is MNIST itself
 SHIFTS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-2, -1, 0, 1, 2)]
@@ -81,7 +81,7 @@ def _complete(folder: Path) -> bool:
 def _build(folder: Path) -> None:
     import pyarrow.parquet as pq
 
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data = load_mnist()
     images, labels = np.concatenate([data.x_train, data.x_test]), np.concatenate([data.y_train, data.y_test])
@@ -133,7 +133,7 @@ def quick_ray_imports() -> str:
     fail to start a node. jsonschema then simply skips the "iri" format check, which Ray never uses."""
     folder = cache_dir("ray", "pythonpath")
     shim = folder / "rfc3987_syntax.py"
-    text = 'raise ImportError("rfc3987_syntax is left out of Ray processes (helpers.ray_digits)")\n'
+    text = 'raise ImportError("rfc3987_syntax is left out of Ray processes (helpers.data.ray_digits)")\n'
     if not shim.is_file() or shim.read_text() != text:
         shim.write_text(text)
     return str(folder)

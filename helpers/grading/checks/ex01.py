@@ -5,7 +5,7 @@ import functools
 
 import numpy as np
 
-from helpers.checks._common import Wrong, as_model_path, reference_logits, session as _session, test_images
+from helpers.grading.checks._common import Wrong, as_model_path, reference_logits, session as _session, test_images
 from helpers.predict import softmax
 
 _reference_logits = functools.partial(reference_logits, "mnist_mlp_pytorch.onnx")  # the notebook's own file
@@ -133,5 +133,5 @@ def check_abstain(answer):
                 f"probability is below {THRESHOLD}")
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {"01.1": check_flat_input, "01.2": check_two_inputs, "01.3": check_abstain}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.checks._common import Wrong, as_model_path, load_model, session as _session
+from helpers.grading.checks._common import Wrong, as_model_path, load_model, session as _session
 from helpers.predict import softmax
 
 TOLERANCE = dict(rtol=1e-3, atol=1e-3)  # float32 sums in another order; a wrong export differs far more
@@ -49,7 +49,7 @@ def _interface(session, inputs: dict, outputs: list):
 
 def _test_digits(n: int, seed: int):
     """``n`` test digits picked at random (uint8 [n, 28, 28]) and their labels."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data = load_mnist()
     picked = np.random.default_rng(seed).permutation(len(data.x_test))[:n]
@@ -119,7 +119,7 @@ def relabelling() -> np.ndarray:
 
 def training_data():
     """What 02.1's check gives ``train_cnn``: random training digits float32 [N, 1, 28, 28] in 0..1, relabelled."""
-    from helpers.mnist import load_mnist
+    from helpers.data.mnist import load_mnist
 
     data = load_mnist()
     picked = np.random.default_rng(2030).choice(len(data.x_train), TRAINING_DIGITS, replace=False)
@@ -262,7 +262,7 @@ def check_uint8_input(answer):
             "callers no longer scale pixels, but the file no longer follows the series' contract: a trade-off"]
 
 
-# exercise id -> checker (helpers.exercises.check looks answers up here)
+# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "02.1": check_channels_last_cnn,
     "02.2": check_temperature,

@@ -10,9 +10,9 @@ import venv
 from importlib import metadata
 from pathlib import Path
 
-from helpers.atomic import cached_dir
-from helpers.paths import REPO_ROOT, cache_dir
-from helpers.timing import bench_scale
+from helpers.data.atomic import cached_dir
+from helpers.data.paths import REPO_ROOT, cache_dir
+from helpers.measure.timing import bench_scale
 
 INFERENCE_REQUIREMENTS = REPO_ROOT / "requirements-inference.txt"
 

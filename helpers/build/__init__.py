@@ -1,0 +1,1 @@
+"""Building what the notebooks need: the artifact pipeline, the chat model's builds, the lessons' module."""

@@ -1,0 +1,152 @@
+"""Notebook 06's interleaved timing and its results file ``artifacts/benchmarks.json``."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from helpers.data.atomic import atomic_path
+from helpers.data.paths import artifacts_dir
+from helpers.measure.timing import bench_scale, time_calls
+
+SCHEMA = "onnx-pdf/benchmarks/v1"
+RESULTS_FILE = "benchmarks.json"
+NOTEBOOK = "06_benchmark_runtimes.ipynb"
+
+_POSITIVE = {"type": "number", "exclusiveMinimum": 0}
+_LATENCY = {"type": "object", "required": ["p50", "p90"],
+            "properties": {"p50": _POSITIVE, "p90": _POSITIVE, "n": {"type": "integer", "minimum": 1}}}
+RESULTS_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema", "machine", "batch_sizes", "variants"],
+    "properties": {
+        "schema": {"const": SCHEMA},
+        "machine": {"type": "object", "required": ["cpu", "threads", "packages"], "properties": {
+            "cpu": {"type": "object", "required": ["model", "flags"], "properties": {
+                "model": {"type": "string", "minLength": 1},
+                "flags": {"type": "array", "items": {"type": "string"}}}},
+            "threads": {"type": "integer", "minimum": 1},
+            "packages": {"type": "object", "required": ["onnxruntime"],
+                         "properties": {"onnxruntime": {"type": "string"}}}}},
+        "batch_sizes": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+        "variants": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["name", "model", "runtime", "precision", "size_bytes", "accuracy", "latency_us"],
+            "properties": {
+                "name": {"type": "string"}, "model": {"type": "string"}, "precision": {"type": "string"},
+                "runtime": {"enum": ["onnxruntime", "pytorch", "keras"]},
+                "size_bytes": {"type": "integer", "minimum": 1},
+                "accuracy": {"type": "number", "minimum": 0, "maximum": 1},
+                "latency_us": {"type": "object", "additionalProperties": _LATENCY}}}},
+        "targets": {"type": "array", "items": {
+            "type": "object", "required": ["description", "variant", "reference", "batch_size", "max_ratio"],
+            "properties": {"description": {"type": "string"}, "variant": {"type": "string"},
+                           "reference": {"type": "string"}, "batch_size": {"type": "integer"},
+                           "max_ratio": _POSITIVE}}},
+    },
+}
+
+
+class BenchmarkFormatError(ValueError):
+    """A results dictionary or file does not follow ``RESULTS_SCHEMA``."""
+
+
+def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]], *,
+                      min_time_s: float = 0.5, rounds: int = 5, warmup: int = 5, pause_s: float = 0.005,
+                      seed: int = 0) -> dict[str, dict[str, dict]]:
+    """Time ``{name: (predict, {batch_size: x})}`` in seeded shuffled rounds; ``{name: {"1": stats, ...}}``."""
+    import random
+    import time
+
+    import numpy as np
+
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    slice_s = min_time_s * bench_scale() / rounds
+    pairs = [(name, b) for name, (_, inputs) in candidates.items() for b in inputs]
+    samples: dict[tuple, list[list[float]]] = {pair: [] for pair in pairs}
+    for name, b in pairs:
+        predict, x = candidates[name][0], candidates[name][1][b]
+        for _ in range(warmup):
+            predict(x)
+    order = random.Random(seed)
+    for _ in range(rounds):
+        order.shuffle(pairs)
+        for name, b in pairs:
+            predict, x = candidates[name][0], candidates[name][1][b]
+            time.sleep(pause_s)
+            samples[name, b].append(time_calls(lambda: predict(x), calls=2, seconds=slice_s))
+    out: dict[str, dict[str, dict]] = {name: {} for name in candidates}
+    for (name, b), per_round in samples.items():
+        every = np.concatenate(per_round)
+        out[name][str(int(b))] = {"p50": float(np.median(every)), "p90": float(np.percentile(every, 90)),
+                                  "n": int(every.size), "round_p50": [float(np.median(r)) for r in per_round]}
+    return out
+
+
+def onnxruntime_predict(session) -> Callable:
+    """``x -> logits`` for an ``onnxruntime.InferenceSession`` with one input and one output."""
+    input_name, output_name = session.get_inputs()[0].name, session.get_outputs()[0].name
+    return lambda x: session.run([output_name], {input_name: x})[0]
+
+
+def validate_results(results: Any) -> dict:
+    """Check ``results`` against ``RESULTS_SCHEMA`` and its cross-references; raise BenchmarkFormatError saying where."""
+    import jsonschema
+
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(RESULTS_SCHEMA).iter_errors(results))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path) or "benchmarks"
+        raise BenchmarkFormatError(f"{where}: {error.message}")
+    names = [v["name"] for v in results["variants"]]
+    problems = [f"duplicate variant name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    for i, v in enumerate(results["variants"]):
+        missing = [b for b in results["batch_sizes"] if str(b) not in v["latency_us"]]
+        problems += [f"variants/{i}/latency_us: no timing for batch size {missing}"] if missing else []
+    for i, t in enumerate(results.get("targets", [])):
+        problems += [f"targets/{i}/{k}: no variant named {t[k]!r}" for k in ("variant", "reference") if t[k] not in names]
+        if t["batch_size"] not in results["batch_sizes"]:
+            problems.append(f"targets/{i}/batch_size: {t['batch_size']} is not one of {results['batch_sizes']}")
+    if problems:
+        raise BenchmarkFormatError("; ".join(problems))
+    return results
+
+
+def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence[int], threads: int,
+                settings: Mapping[str, Any], packages: Mapping[str, str] | None = None) -> dict:
+    """The results document; ``packages``: versions measured in another process (Keras'), added."""
+    import time
+
+    from helpers.measure.machine import machine_report
+
+    machine = machine_report(["numpy", "onnx", "onnxruntime", "torch"], threads=threads)
+    machine["packages"].update(packages or {})
+    return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine,
+            "settings": dict(settings), "batch_sizes": list(batch_sizes), "variants": variants, "targets": targets}
+
+
+def write_results(results: dict, path: str | os.PathLike | None = None) -> Path:
+    """Validate, then write ``results`` as JSON atomically (temporary file, then rename)."""
+    path = Path(path) if path is not None else artifacts_dir() / RESULTS_FILE
+    validate_results(results)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(results, indent=1) + "\n")
+    return path
+
+
+def load_results(path: str | os.PathLike | None = None) -> dict:
+    """Read and validate a results file; errors name the file and what is wrong."""
+    path = Path(path) if path is not None else artifacts_dir() / RESULTS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no benchmark results at {path}; run notebook {NOTEBOOK} "
+                                "(or `python -m helpers.benchmark`) first")
+    try:
+        return validate_results(json.loads(path.read_text()))
+    except json.JSONDecodeError as err:
+        raise BenchmarkFormatError(f"{path} is not valid JSON ({err}); was the run interrupted?") from err
+    except BenchmarkFormatError as err:
+        raise BenchmarkFormatError(f"{path}: {err}") from None

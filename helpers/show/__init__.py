@@ -1,0 +1,1 @@
+"""Pictures and widgets the notebooks show."""
