@@ -69,7 +69,7 @@ browser:
 
 # The files the notebooks declare in notebooks/series.json ("makes"), each built once by its notebook.
 artifacts: setup
-	$(BIN)/python -m helpers.build.artifacts build
+	$(BIN)/python -m helpers.pipeline.artifacts build
 
 # Every option is in pyproject.toml: this is plain `pytest notebooks tests` (-v only lists each test).
 test: setup browser artifacts

@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"--scale must be positive, got {args.scale}")
         os.environ["ONNX_PDF_BENCH_SCALE"] = str(args.scale)  # the notebook's kernel inherits it
     if not args.table_only:
-        from helpers.build.artifacts import run_notebook
+        from helpers.pipeline.artifacts import run_notebook
 
         run_notebook(NOTEBOOK)
     from helpers.lessons import ratio_table, targets_text

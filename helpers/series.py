@@ -26,9 +26,9 @@ from pathlib import Path
 import nbformat
 
 from helpers.data.atomic import atomic_dir, atomic_path
-from helpers.build.artifacts import META, SERIES_GLOB, execute_notebook, notebook_paths, series_meta
+from helpers.pipeline.artifacts import META, SERIES_GLOB, execute_notebook, notebook_paths, series_meta
 from helpers.data.paths import REPO_ROOT
-from helpers.build.save_cells import lesson_modules
+from helpers.pipeline.save_cells import lesson_modules
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN = 150, 6  # the live pace of a class reading and running the code
 MAX_LINE = 100

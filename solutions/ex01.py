@@ -14,7 +14,7 @@ def trained_mlp():
     from onnx import numpy_helper
 
     from helpers.lessons_torch import MnistMLP
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     model = MnistMLP()
     weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())

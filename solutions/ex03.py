@@ -41,7 +41,7 @@ def solve_2(workdir: Path):
     import onnxruntime as ort
 
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.data.assets import WHEELS, fetch_wheel
-from helpers.build.artifacts import series_meta
+from helpers.pipeline.artifacts import series_meta
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from PIL import Image  # writes the sample PNGs here, in the full environment; t
 
 from helpers.measure import footprint
 from helpers.data.mnist import load_mnist
-from helpers.build.artifacts import built_artifact
+from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import REPO_ROOT
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")

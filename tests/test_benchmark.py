@@ -190,11 +190,11 @@ def test_command_rejects_bad_scale():
 
 
 def test_command_runs_notebook_06(results, tmp_path, monkeypatch, capsys):
-    import helpers.build.artifacts
+    import helpers.pipeline.artifacts
     from helpers.data.paths import NOTEBOOKS
 
     ran = []
-    monkeypatch.setattr(helpers.build.artifacts, "run_notebook", ran.append)
+    monkeypatch.setattr(helpers.pipeline.artifacts, "run_notebook", ran.append)
     path = side_by_side.write_results(results, tmp_path / "benchmarks.json")
     assert benchmark.main(["--results", str(path)]) == 0
     assert ran == ["06_benchmark_runtimes.ipynb"] and (NOTEBOOKS / ran[0]).is_file()

@@ -171,7 +171,7 @@ def test_interpreter_right_answers_pass(answer):
 
 
 def _mlp_path():
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     return built_artifact("mnist_mlp_pytorch.onnx")
 

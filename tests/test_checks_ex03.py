@@ -117,7 +117,7 @@ def nchw_or_flat(session, images):  # a rank-4 input is always [N, 1, 28, 28]
 def notebook_01_file(session, images):  # the session is ignored: notebook 01's file, opened again
     import onnxruntime as ort
 
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     own = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
     return own.run(None, {"image": _scaled(images)})[0].argmax(1)
@@ -208,7 +208,7 @@ def test_shift_curve_accepts_other_right_answers():
     import onnxruntime as ort
 
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"))
@@ -255,7 +255,7 @@ def _curve(**kind):
 
     from helpers.grading.checks.ex03 import shifted
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     data = load_mnist()
     session = ort.InferenceSession(built_artifact(kind.get("file", "mnist_mlp_pytorch.onnx")),

@@ -344,7 +344,7 @@ def reference_top3(images):
 
 def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
     from helpers.grading.checks._common import session, test_images, write_varied_copy
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     name_in, name_out, seed, _ = checks.TOP3_MODELS["a copy with other tensor names and other weights"]
     copy = write_varied_copy(built_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,

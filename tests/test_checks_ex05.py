@@ -452,7 +452,7 @@ def notebook_function(name: str):
 
     import nbformat
 
-    from helpers.build.artifacts import notebook_paths
+    from helpers.pipeline.artifacts import notebook_paths
 
     path = next(p for p in notebook_paths() if p.name.startswith("05_"))
     for cell in nbformat.read(path, as_version=4).cells:

@@ -317,7 +317,7 @@ def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
 
 def test_macs_feedback_never_states_the_expected_count():
     from helpers.grading.checks.ex06 import _reference_macs
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     want = _reference_macs(built_artifact("mnist_cnn_pytorch.onnx"))
     assert want == 14 * 14 * 8 * 9 + 7 * 7 * 16 * 72 + 784 * 128 + 1280  # independent of shape inference

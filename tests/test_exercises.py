@@ -11,7 +11,7 @@ EXERCISES = sorted(all_exercises())
 
 
 def test_every_notebook_has_two_or_three_exercises():
-    from helpers.build.artifacts import notebook_paths
+    from helpers.pipeline.artifacts import notebook_paths
 
     for path in notebook_paths():
         number = path.name[:2]
@@ -55,7 +55,7 @@ def test_unknown_exercise_lists_the_known_ones():
 def test_exercise_notebook_mentions_its_checks():
     import nbformat
 
-    from helpers.build.artifacts import notebook_paths
+    from helpers.pipeline.artifacts import notebook_paths
 
     for path in notebook_paths():
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)

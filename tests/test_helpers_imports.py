@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import helpers
-from helpers.build.save_cells import FRAMEWORK_MODULES
+from helpers.pipeline.save_cells import FRAMEWORK_MODULES
 
 
 def test_importing_every_helper_module_loads_no_framework():

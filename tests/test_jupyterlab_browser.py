@@ -21,7 +21,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.build.artifacts import built_artifact
+from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import NOTEBOOKS, artifacts_dir
 
 NOTEBOOK = "00_inspect_onnx_file.ipynb"

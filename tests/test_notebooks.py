@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from helpers.build.artifacts import notebook_paths
+from helpers.pipeline.artifacts import notebook_paths
 from helpers.data.paths import NOTEBOOKS
 
 NOTEBOOK_PATHS = notebook_paths()

@@ -393,7 +393,7 @@ def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
 
 def test_runs_the_series_models_like_onnxruntime_does(digits):
     """On the real MNIST file, the program's classes equal a plain session.run's."""
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     path = built_artifact("mnist_mlp_pytorch.onnx")  # built by `make artifacts`
     session, spec = P.load_model(path)
@@ -424,7 +424,7 @@ def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits)
 
 def test_canvas_exports_are_classified_like_the_digits_themselves(tmp_path, digits, capsys):
     """Dark strokes on transparency read with --invert or --preprocess mnist as the digits themselves."""
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     model = str(built_artifact("mnist_mlp_pytorch.onnx"))
     images, labels = digits
@@ -492,7 +492,7 @@ def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]
 
 @pytest.fixture(scope="module")
 def mnist_model():
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     return str(built_artifact("mnist_mlp_pytorch.onnx"))
 

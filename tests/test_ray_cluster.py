@@ -73,7 +73,7 @@ def test_a_node_killed_mid_job_loses_no_row_and_a_stranger_is_refused(ray_env, d
     import ray
     from ray.cluster_utils import Cluster
 
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     paths, ids, digits = digit_files
     model_bytes = built_artifact("mnist_mlp_pytorch.onnx").read_bytes()

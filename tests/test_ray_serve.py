@@ -92,7 +92,7 @@ def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_noth
     from starlette.responses import JSONResponse
 
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import require_artifact
+    from helpers.pipeline.artifacts import require_artifact
     from helpers.measure.ray_serve import free_port, listening_sockets, ray_children, read_body, wait_gone
 
     model_bytes = require_artifact("mnist_mlp_pytorch.onnx").read_bytes()

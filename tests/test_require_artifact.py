@@ -1,4 +1,4 @@
-"""helpers.build.artifacts' artifact pipeline: a notebook's ``require_artifact`` rebuilds a missing file by running the
+"""helpers.pipeline.artifacts' artifact pipeline: a notebook's ``require_artifact`` rebuilds a missing file by running the
 notebook notebooks/series.json names (once, under a lock, even with two processes asking at once), or says which
 notebook failed and why; ``built_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels
 run tiny notebooks in a temporary folder."""
@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from helpers.build import artifacts
+from helpers.pipeline import artifacts
 
 
 def model_code(path) -> str:
@@ -36,7 +36,7 @@ def producers(tmp_path, monkeypatch):
     wait_for_go = (f"import pathlib, time\nroot = pathlib.Path({str(tmp_path)!r})\n"
                    "with open(root / 'runs.txt', 'a') as runs:\n    runs.write('run\\n')\n(root / 'started').touch()\n"
                    "while not (root / 'go').exists():\n    time.sleep(0.1)\n")
-    nested = ("import pathlib, shutil\nfrom helpers.build import artifacts\n"
+    nested = ("import pathlib, shutil\nfrom helpers.pipeline import artifacts\n"
               f"artifacts.NOTEBOOKS = pathlib.Path({str(tmp_path)!r})\n"
               f"shutil.copy(artifacts.require_artifact('good.onnx'), {str(made / 'nested.onnx')!r})")
     code = {"10_writes.ipynb": model_code(made / "good.onnx"),
@@ -94,7 +94,7 @@ def test_a_checker_without_the_series_file_names_the_notebook_to_run(tmp_path, m
 
 def test_two_processes_building_at_once_run_the_notebook_once(producers, tmp_path):
     """The second process waits for the lock (filelock logs it), then finds the file built and runs nothing."""
-    child = ("import logging, pathlib, sys\nfrom helpers.build import artifacts\nlogging.basicConfig()\n"
+    child = ("import logging, pathlib, sys\nfrom helpers.pipeline import artifacts\nlogging.basicConfig()\n"
              "logging.getLogger('filelock').setLevel(logging.DEBUG)\nartifacts.NOTEBOOKS = pathlib.Path(sys.argv[1])\n"
              "print('ran', artifacts.build('slow.onnx'))")
 

@@ -27,7 +27,7 @@ from PIL import Image  # an independent PNG encoder for the drawings
 from helpers import predict as P
 from helpers.data.drawings import draw, variants
 from helpers.data.mnist import load_mnist
-from helpers.build.artifacts import built_artifact
+from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import REPO_ROOT
 from helpers.webserver import ORT_DIST, PageServer
 

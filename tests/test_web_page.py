@@ -25,7 +25,7 @@ from helpers import predict as P
 from helpers.data.atomic import atomic_path
 from helpers.data.drawings import draw
 from helpers.data.mnist import load_mnist
-from helpers.build.artifacts import built_artifact
+from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 

@@ -16,7 +16,7 @@ class ChatModel:
     answer: str = ""               # a word the greedy answer contains
 
 
-CHAT_MODEL = ChatModel(  # what notebook 07, helpers.build.llm, the checks of 07 and their tests use
+CHAT_MODEL = ChatModel(  # what notebook 07, helpers.pipeline.llm, the checks of 07 and their tests use
     name="SmolLM2-135M-Instruct",
     repo_id="HuggingFaceTB/SmolLM2-135M-Instruct",
     revision="12fd25f77366fa6b3b4b768ec3050bf629380bac",

@@ -180,7 +180,7 @@ def _interpreter_models():
     """The exported MLP and two variants made from it without training (every one passes check_model)."""
     import onnx
 
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     exported, rng = onnx.load(built_artifact("mnist_mlp_pytorch.onnx")), np.random.default_rng(2026)
     models = {"the exported MLP": exported,

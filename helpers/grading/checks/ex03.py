@@ -71,7 +71,7 @@ def build_copies(source: Path, folder: Path) -> None:
 def _setting(filenames) -> tuple:
     """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     source = built_artifact("mnist_mlp_pytorch.onnx")
     digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
@@ -159,7 +159,7 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
 @functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
 def _shift_accuracies(axis: int, roll: bool) -> tuple:
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
     return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())

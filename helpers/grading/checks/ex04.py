@@ -114,7 +114,7 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
 def _check_top3(answer):
     """04.2: a Node script printing each image's three most probable digits and their softmax probabilities."""
     from helpers.grading.checks._common import write_varied_copy
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
     from helpers.predict import softmax
 
     if not isinstance(answer, (str, Path)) or "\n" in str(answer) or not Path(answer).is_file():

@@ -243,7 +243,7 @@ def check_calibration_reader(answer):
 
     from helpers.grading.checks._common import varied_model
     from helpers.data.mnist import load_mnist
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     if not inspect.isclass(answer):
         raise Wrong(f"expected your reader class itself, called as Reader(model_path, images_uint8, batch_size), "

@@ -198,7 +198,7 @@ def _macs_hint(got: int, path) -> str:
 
 
 def check_macs(answer):
-    from helpers.build.artifacts import built_artifact
+    from helpers.pipeline.artifacts import built_artifact
 
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
     rng, details = np.random.default_rng(), []

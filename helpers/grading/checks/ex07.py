@@ -11,7 +11,7 @@ from helpers.grading.checks._common import Wrong, require_callable
 def smollm():
     import onnxruntime_genai as og
 
-    from helpers.build import llm
+    from helpers.pipeline import llm
 
     folder = llm.cached_int4_model(log=lambda message: None if message.startswith("reusing") else print(message))
     config = og.Config(str(folder))

