@@ -80,9 +80,14 @@ def pytest_collection_modifyitems(items):
         items[:] = [item for item in items if item.nodeid in wanted]
 
 
+def _in_tensorflow_child(item) -> bool:
+    """A tensorflow test of tests/ (a notebook runs in a kernel of its own, so it needs no child)."""
+    return item.get_closest_marker("tensorflow") is not None and item.path.suffix != ".ipynb"
+
+
 def _run_tensorflow_child(session) -> None:
     """Every selected tensorflow test of the session, run in one child pytest; its reports kept by node id."""
-    items = [item for item in session.items if item.get_closest_marker("tensorflow")]
+    items = [item for item in session.items if _in_tensorflow_child(item)]
     with tempfile.TemporaryDirectory(prefix="onnx-pdf-tensorflow-") as folder:
         Path(folder, "nodeids.json").write_text(json.dumps([item.nodeid for item in items]))
         with open(Path(folder, "output.txt"), "w") as output:
@@ -100,7 +105,7 @@ def pytest_runtest_protocol(item, nextitem):
     """A tensorflow test never runs in this process: with the pinned builds, a process that loaded TensorFlow before
     PyTorch's exporter segfaults (as torch imports triton). They all run in one child pytest, whatever the order;
     here each replays its own reports from there."""
-    if os.environ.get(TENSORFLOW_CHILD) or not item.get_closest_marker("tensorflow"):
+    if os.environ.get(TENSORFLOW_CHILD) or not _in_tensorflow_child(item):
         return None
     if None not in _tensorflow:
         _run_tensorflow_child(item.session)
