@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers.data.ray_digits import auth_token_file, quick_ray_imports, ray_folders, ray_processes, shard_table
+from helpers.data.ray_digits import ray_processes, shard_table
 
 ROWS, FILES, BATCH, KILL_AFTER = 24_000, 6, 500, 6
 
@@ -30,17 +30,6 @@ def wait_until(condition, timeout_s: float, what: str):
 def test_no_ray_process_left_behind_by_an_earlier_run():
     """`make test` runs notebook 09 before this file: its clusters must be gone."""
     wait_until(lambda: not ray_processes(), 30, f"Ray processes alive: {ray_processes()}")
-
-
-@pytest.fixture
-def ray_env(monkeypatch):
-    folders = ray_folders()
-    monkeypatch.setenv("RAY_TMPDIR", str(folders["RAY_TMPDIR"]))
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(auth_token_file()))
-    monkeypatch.setenv("PYTHONPATH", quick_ray_imports())
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return folders
 
 
 @pytest.fixture

@@ -70,19 +70,6 @@ def test_the_load_test_is_bounded_and_stops_by_itself():
     assert len(result["status"]) == 50
 
 
-@pytest.fixture
-def ray_env(monkeypatch):
-    from helpers.data.ray_digits import auth_token_file, quick_ray_imports, ray_folders
-
-    folders = ray_folders()
-    monkeypatch.setenv("RAY_TMPDIR", str(folders["RAY_TMPDIR"]))
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(auth_token_file()))
-    monkeypatch.setenv("PYTHONPATH", quick_ray_imports())
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return folders
-
-
 def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_nothing(ray_env):
     import http.client
 
@@ -92,10 +79,10 @@ def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_noth
     from starlette.responses import JSONResponse
 
     from helpers.data.mnist import load_mnist
-    from helpers.pipeline.artifacts import require_artifact
+    from helpers.pipeline.artifacts import built_artifact
     from helpers.measure.ray_serve import free_port, listening_sockets, ray_children, read_body, wait_gone
 
-    model_bytes = require_artifact("mnist_mlp_pytorch.onnx").read_bytes()
+    model_bytes = built_artifact("mnist_mlp_pytorch.onnx").read_bytes()
     images = load_mnist().x_test[-400:]          # other digits than the notebook's
     bodies = [body(image.tolist()) for image in images]
     plain = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).run(
