@@ -129,7 +129,7 @@ def test_bundle_then_install_with_every_index_closed(world):
     # which has numpy for the MNIST step; the class venv above holds only the small subset).
     assert one(lines, r"cp -R .*/cache/\. ").endswith(f"cp -R {bundle}/cache/. {class_cache}/")
     sh(one(lines, r"cp -R .*/cache/\. "), REPO_ROOT, class_env)
-    for command in (one(lines, r"-m helpers\.assets fetch$"), one(lines, r"-m helpers\.mnist$")):
+    for command in (one(lines, r"-m helpers\.data\.assets fetch$"), one(lines, r"-m helpers\.data\.mnist$")):
         sh(command.replace(f"{venv}/bin/python", sys.executable), REPO_ROOT, class_env)
     assert sorted(os.listdir(class_cache / "mnist" / "MNIST" / "raw")) == sorted(IDX_FILES)
 
