@@ -1,11 +1,6 @@
 """Generated navigation, README index and a shareable HTML copy of the series (never edited by hand).
 
-Commands (``--root`` defaults to the repository; tests point it at a copy)::
-
-    python -m helpers.series sync     # write the nav cells, the README table and helpers/lessons*.py
-    python -m helpers.series check    # exit 1, with a diff, when sync would change anything
-    python -m helpers.series budget   # words and code lines of each core path, and the total a class reads
-    python -m helpers.series html [--out build/html] [--no-execute | --record-times]   # HTML copies + index
+Commands: ``python -m helpers.series --help`` (``--root`` defaults to the repository; tests point it at a copy).
 
 A table row comes from its notebook: title cell ``# NN · Title``, the paragraph after it, reading time from the
 text, run time from ``notebooks/series.json`` (written by ``html --record-times``). Nav cells (tagged ``nav``)
@@ -20,7 +15,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -45,7 +39,7 @@ class SeriesError(Exception):
     """The series cannot be indexed as it is (a missing title, a number that disagrees with the file...)."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Entry:
     path: Path
     number: str
@@ -73,8 +67,7 @@ def _title_index(nb, path: Path) -> int:
 
 
 def core_counts(nb) -> dict:
-    """Words of markdown and non-blank code lines of the core path (every cell before ``## Going deeper``) and of
-    the whole notebook, and the core path's code lines longer than ``MAX_LINE`` characters; nav cells excluded."""
+    """Markdown words and non-blank code lines of the core path (cells before ``## Going deeper``) and of the whole."""
     counts = dict.fromkeys(("core_words", "core_lines", "words", "lines", "core_long_lines"), 0)
     in_core = True
     for cell in nb.cells:
@@ -94,8 +87,7 @@ def core_counts(nb) -> dict:
 
 
 def reading_minutes(nb) -> tuple[float, float]:
-    """Minutes to read (core path, whole notebook) at the live pace of a class: WORDS_PER_MIN words of markdown
-    and CODE_LINES_PER_MIN non-blank code lines a minute."""
+    """Minutes to read (core path, whole notebook) at the live pace of a class."""
     c = core_counts(nb)
     return (c["core_words"] / WORDS_PER_MIN + c["core_lines"] / CODE_LINES_PER_MIN,
             c["words"] / WORDS_PER_MIN + c["lines"] / CODE_LINES_PER_MIN)
@@ -106,23 +98,22 @@ def is_optional(entry: "Entry") -> bool:
 
 
 def budget(root: Path = REPO_ROOT) -> str:
-    """The core-path table of ``python -m helpers.series budget``: words and code lines of each notebook, and
-    the total over the notebooks a class must get through (optional ones are listed, not counted)."""
-    rows, total = [], dict.fromkeys(("core_words", "core_lines", "core_long_lines"), 0)
+    """The table of ``python -m helpers.series budget``; optional notebooks are listed, not counted in the total."""
+    rows, total = [], dict.fromkeys(("core_words", "core_lines", "core_long_lines", "minutes", "run_s"), 0)
     for entry in read_series(root / "notebooks"):
-        c = core_counts(nbformat.read(entry.path, as_version=4))
+        c = core_counts(nbformat.read(entry.path, as_version=4)) | {"minutes": entry.reading_min[0],
+                                                                   "run_s": entry.run_time_s or 0}
         optional = is_optional(entry)
         rows.append(f"{entry.number}  {c['core_words']:6d} {c['core_lines']:6d} {c['core_long_lines']:5d}"
-                    f"  {entry.reading_min[0]:5.1f} min{'  (optional, not counted)' if optional else ''}")
+                    f"  {c['minutes']:5.1f} min{'  (optional, not counted)' if optional else ''}")
         for key in total:
             total[key] += 0 if optional else c[key]
-    minutes = total["core_words"] / WORDS_PER_MIN + total["core_lines"] / CODE_LINES_PER_MIN
-    run_s = sum(e.run_time_s or 0 for e in read_series(root / "notebooks") if not is_optional(e))
     return "\n".join(["nb   words  lines  >100  reading (core path)", *rows,
                       f"all  {total['core_words']:6d} {total['core_lines']:6d} {total['core_long_lines']:5d}"
-                      f"  {minutes:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines a minute",
-                      f"recorded run times of the core notebooks: {run_s / 60:.1f} min (on the machine that last "
-                      "recorded them)"])
+                      f"  {total['minutes']:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines"
+                      " a minute",
+                      f"recorded run times of the core notebooks: {total['run_s'] / 60:.1f} min (on the machine that "
+                      "last recorded them)"])
 
 
 def read_entry(path: Path) -> Entry:
@@ -186,10 +177,6 @@ def with_nav(nb, source: str, path: Path):
     return nb
 
 
-def _nb_text(nb) -> str:
-    return nbformat.writes(nb).rstrip("\n") + "\n"
-
-
 def readme_table(entries: list[Entry], link_prefix: str) -> str:
     def cell(text: str) -> str:
         return " ".join(text.split()).replace("|", "\\|")
@@ -222,7 +209,7 @@ def plan(root: Path = REPO_ROOT) -> dict[Path, tuple[str, str]]:
     for i, entry in enumerate(entries):
         current = entry.path.read_text(encoding="utf-8")
         nb = with_nav(nbformat.reads(current, as_version=4), nav_markdown(entries, i, contents), entry.path)
-        files[entry.path] = (current, _nb_text(nb))
+        files[entry.path] = (current, nbformat.writes(nb).rstrip("\n") + "\n")
     for module, text in lesson_modules([e.path for e in entries]).items():
         path = root / "helpers" / f"{module}.py"
         files[path] = (path.read_text(encoding="utf-8") if path.exists() else "", text)

@@ -18,9 +18,8 @@ Edit the notebook cell named above each definition, then run ``python -m helpers
 
 def save_cells(notebook: Path) -> list[str]:
     """Source of ``notebook``'s code cells that start with ``#@save``, the mark line removed, in order."""
-    nb = nbformat.read(notebook, as_version=4)
-    return [cell.source.lstrip().split("\n", 1)[1] if "\n" in cell.source.lstrip() else ""
-            for cell in nb.cells if cell.cell_type == "code" and cell.source.lstrip().startswith(MARK)]
+    return [cell.source.lstrip().partition("\n")[2] for cell in nbformat.read(notebook, as_version=4).cells
+            if cell.cell_type == "code" and cell.source.lstrip().startswith(MARK)]
 
 
 def _split(source: str, where: str) -> tuple[list[str], str, set[str], set[str]]:
@@ -29,8 +28,7 @@ def _split(source: str, where: str) -> tuple[list[str], str, set[str], set[str]]
         tree = ast.parse(source)
     except SyntaxError as err:
         raise SyntaxError(f"{where}: a #@save cell must be plain Python ({err.msg}, line {err.lineno})") from err
-    lines, imports, drop = source.splitlines(), [], set()
-    defined = set()
+    imports, drop, defined = [], set(), set()
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imports.append(ast.get_source_segment(source, node))
@@ -40,7 +38,7 @@ def _split(source: str, where: str) -> tuple[list[str], str, set[str], set[str]]
         elif isinstance(node, ast.Assign):
             defined.update(n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name))
     read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    body = "\n".join(line for i, line in enumerate(lines) if i not in drop).strip("\n")
+    body = "\n".join(line for i, line in enumerate(source.splitlines()) if i not in drop).strip("\n")
     return imports, body, defined, read
 
 
