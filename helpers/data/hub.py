@@ -5,6 +5,7 @@ import contextlib
 from pathlib import Path
 from typing import Callable
 
+from helpers.data.assets import ChecksumError, sha256_file
 from helpers.data.paths import cache_dir
 
 
@@ -17,16 +18,12 @@ def folder(spec) -> Path:
 
 def verified(spec) -> bool:
     """True if ``folder(spec)`` already holds every weight file with its pinned SHA-256."""
-    from helpers.data.assets import sha256_file
-
     return all((folder(spec) / p).is_file() and sha256_file(folder(spec) / p) == sha for p, sha in spec.weights.items())
 
 
 def check_published(spec) -> None:
     """Raise ``ChecksumError`` unless the Hub publishes the pinned SHA-256 for every weight file at the commit."""
     from huggingface_hub import HfApi
-
-    from helpers.data.assets import ChecksumError
 
     infos = HfApi().get_paths_info(spec.repo_id, list(spec.weights), revision=spec.revision)
     if {f.path: f.lfs.sha256 for f in infos} != spec.weights:
@@ -36,8 +33,6 @@ def check_published(spec) -> None:
 
 def check_files(spec) -> None:
     """Raise ``ChecksumError`` (deleting the file) if a downloaded weight file is not the pinned one."""
-    from helpers.data.assets import ChecksumError
-
     if not verified(spec):
         for path in spec.weights:
             (folder(spec) / path).unlink(missing_ok=True)
@@ -49,8 +44,6 @@ def check_files(spec) -> None:
 def fallback(instead: str, log: Callable[[str], None] = print):
     """Say in one line why the Hub cannot be used and go on with ``instead``; anything else propagates."""
     from huggingface_hub.errors import HfHubHTTPError, HTTPError
-
-    from helpers.data.assets import ChecksumError
 
     try:
         yield

