@@ -5,8 +5,7 @@ import argparse
 import json
 import sys
 import threading
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -14,7 +13,6 @@ from helpers.data.paths import REPO_ROOT, artifacts_dir
 
 WEB_DIR = REPO_ROOT / "web"
 ORT_DIST = REPO_ROOT / "node_modules" / "onnxruntime-web" / "dist"
-MODEL_LIST = "web_models.json"  # written by notebook 04 into artifacts/: the files that ran in ONNX Runtime Web
 FP32_MODELS = [("PyTorch MLP", "mnist_mlp_pytorch.onnx"), ("Keras MLP", "mnist_mlp_keras.onnx"),
                ("PyTorch CNN", "mnist_cnn_pytorch.onnx")]
 TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
@@ -23,18 +21,14 @@ TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=u
 
 def default_models() -> list[dict]:
     """The picker's list: ``artifacts/web_models.json`` if notebook 04 wrote it, else the fp32 files present."""
-    listed = artifacts_dir() / MODEL_LIST
+    listed = artifacts_dir() / "web_models.json"  # written by notebook 04: the files that ran in ONNX Runtime Web
     models = (json.loads(listed.read_text()) if listed.is_file()
               else [{"label": label, "file": name} for label, name in FP32_MODELS])
     return [m for m in models if (artifacts_dir() / m["file"]).is_file()]  # files deleted since are left out
 
 
-class _Handler(SimpleHTTPRequestHandler):
+class _Handler(BaseHTTPRequestHandler):
     log_message = staticmethod(lambda *args: None)  # quiet: a notebook cell is not a server log
-
-    def __init__(self, *args, page: "PageServer", **kwargs):
-        self.page = page
-        super().__init__(*args, directory=str(WEB_DIR), **kwargs)
 
     def _send(self, status: int, body: bytes, content_type: str = "text/plain") -> None:
         self.send_response(status)
@@ -45,7 +39,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
-        path, models = unquote(urlsplit(self.path).path), self.page.models
+        path, models = unquote(urlsplit(self.path).path), self.server.page.models
         if path == "/models.json":
             body = json.dumps([{"label": m["label"], "url": f"models/{m['file']}"} for m in models])
             return self._send(200, body.encode(), TYPES[".json"])
@@ -83,8 +77,8 @@ class PageServer:
         if not (ORT_DIST / "ort.wasm.min.mjs").is_file():
             raise FileNotFoundError(f"ONNX Runtime Web is not installed ({ORT_DIST} is missing): run `npm ci` "
                                     f"in {REPO_ROOT} (make setup does)")
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), partial(_Handler, page=self))
-        self._server.daemon_threads = True
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
+        self._server.page = self  # what a request's handler reads as self.server.page
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/"
         self.thread = threading.Thread(target=self._server.serve_forever, name="page-server", daemon=True)
@@ -110,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8004, help="port to listen on (default 8004; 0 = any free port)")
     try:
         server = PageServer(port=parser.parse_args(argv).port).start()
-    except (OSError, FileNotFoundError) as err:
+    except OSError as err:  # FileNotFoundError included
         print(f"error: {err}", file=sys.stderr)
         return 1
     labels = [m["label"] for m in server.models]

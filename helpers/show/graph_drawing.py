@@ -10,11 +10,9 @@ def onnx_to_networkx(model):
         raise TypeError(f"expected an onnx.ModelProto (load a file with onnx.load(path) first), "
                         f"got {type(model).__name__}")
     weights = {init.name for init in model.graph.initializer}
+    made_by = {vi.name: f"input:{vi.name}" for vi in model.graph.input if vi.name not in weights}  # tensor -> writer
     G = nx.DiGraph()
-    made_by = {}  # tensor name -> the graph node that writes it
-    for vi in (vi for vi in model.graph.input if vi.name not in weights):
-        G.add_node(f"input:{vi.name}", kind="input", label=vi.name)
-        made_by[vi.name] = f"input:{vi.name}"
+    G.add_nodes_from((node, {"kind": "input", "label": name}) for name, node in made_by.items())
     for index, node in enumerate(model.graph.node):
         G.add_node(f"op:{index}", kind="op", label="\n".join([node.op_type, *(t for t in node.input if t in weights)]))
         for tensor in (t for t in node.input if t and t not in weights):

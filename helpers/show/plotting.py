@@ -14,9 +14,9 @@ def setup_style() -> None:
                          "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.autolayout": True})
 
 
-def show_digits(images: np.ndarray, labels: Sequence | None = None, predictions: Sequence | None = None,
+def show_digits(images: np.ndarray, labels: Sequence, predictions: Sequence,
                 ncols: int = 10, title: str | None = None):
-    """Grid of 28x28 digits; titles show the label, and the prediction when given (red if wrong)."""
+    """Grid of 28x28 digits titled label→prediction (red if wrong)."""
     import matplotlib.pyplot as plt
 
     images = np.asarray(images).reshape(-1, 28, 28)
@@ -25,14 +25,10 @@ def show_digits(images: np.ndarray, labels: Sequence | None = None, predictions:
     fig, axes = plt.subplots(nrows, ncols, figsize=(1.1 * ncols, 1.3 * nrows), squeeze=False)
     for i, ax in enumerate(axes.flat):
         ax.axis("off")
-        if i >= n:
-            continue
-        ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=images.max() or 1)
-        if labels is not None and predictions is not None:
+        if i < n:
+            ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=images.max() or 1)
             wrong = int(labels[i]) != int(predictions[i])
             ax.set_title(f"{int(labels[i])}→{int(predictions[i])}", color="red" if wrong else "black")
-        elif labels is not None:
-            ax.set_title(str(int(labels[i])))
     if title:
         fig.suptitle(title)
     plt.show()
@@ -40,8 +36,8 @@ def show_digits(images: np.ndarray, labels: Sequence | None = None, predictions:
 
 
 def bar_chart(names: Sequence[str], values: Sequence[float], ylabel: str, title: str = "",
-              reference: float | None = None, log: bool = False):
-    """Simple labelled bar chart; ``reference`` draws a dashed horizontal line (e.g. 1.0 for ratios)."""
+              log: bool = False):
+    """A bar chart with each value written on its bar; ``log`` for a logarithmic y axis."""
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(names) + 1.5), 3.2))
@@ -51,7 +47,5 @@ def bar_chart(names: Sequence[str], values: Sequence[float], ylabel: str, title:
     ax.set(ylabel=ylabel, title=title)
     if log:
         ax.set_yscale("log")
-    if reference is not None:
-        ax.axhline(reference, color="gray", linestyle="--", linewidth=1)
     plt.show()
     return fig
