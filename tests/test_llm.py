@@ -1,6 +1,6 @@
-"""helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion markers, builds reused
-or redone, a build stopped when interrupted, the Hub unreachable or untrustworthy (no real model builds here,
-except the cached int4 model of the last tests)."""
+"""helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion
+markers, builds reused or redone, a build stopped when interrupted, the Hub unreachable or untrustworthy (no real
+model builds here, except the cached int4 model of the last test)."""
 from __future__ import annotations
 
 import json
@@ -21,13 +21,6 @@ from helpers.data.chat_model import CHAT_MODEL
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A private, empty cache folder for one test."""
-    monkeypatch.setenv("ONNX_PDF_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def write_files(folder, **files):
     for name, text in files.items():
         (folder / name).write_text(text)
@@ -38,26 +31,26 @@ def quiet(message):
 
 
 # ---------------------------------------------------------------- completion markers, marked builds
-def test_build_marked_builds_once_then_reuses(cache):
+def test_build_marked_builds_once_then_reuses(isolated_cache):
     calls = []
 
     def build(tmp):
         calls.append(tmp)
         write_files(tmp, **{"genai_config.json": "{}", "model.onnx": "x" * 100})
 
-    dest = cache / "model"
+    dest = isolated_cache / "model"
     assert llm.build_marked(dest, build, required=("genai_config.json",), log=quiet) == dest
     assert llm.is_complete(dest, ("genai_config.json",))
     llm.build_marked(dest, build, required=("genai_config.json",), log=quiet)
     assert len(calls) == 1, "a complete folder must be reused, not rebuilt"
     assert not calls[0].exists(), "the temporary build folder was renamed away"
-    assert [p.name for p in cache.iterdir()] == ["model"], "no temporary folders left behind"
+    assert [p.name for p in isolated_cache.iterdir()] == ["model"], "no temporary folders left behind"
     llm.build_marked(dest, build, recipe={"command": "other"}, log=quiet)
     assert len(calls) == 2, "another recipe (builder command) means another build"
 
 
-def test_half_built_folder_without_marker_is_rebuilt(cache):
-    dest = cache / "model"
+def test_half_built_folder_without_marker_is_rebuilt(isolated_cache):
+    dest = isolated_cache / "model"
     dest.mkdir(parents=True)
     write_files(dest, **{"model.onnx": "partial"})  # what an interrupted build could leave
     assert not llm.is_complete(dest)
@@ -65,8 +58,8 @@ def test_half_built_folder_without_marker_is_rebuilt(cache):
     assert (dest / "model.onnx").read_text() == "complete"
 
 
-def test_truncated_file_or_corrupt_marker_is_detected(cache):
-    dest = cache / "model"
+def test_truncated_file_or_corrupt_marker_is_detected(isolated_cache):
+    dest = isolated_cache / "model"
     llm.build_marked(dest, lambda tmp: write_files(tmp, **{"model.onnx.data": "0123456789"}), log=quiet)
     assert llm.is_complete(dest)
     (dest / "model.onnx.data").write_text("01234")  # truncated
@@ -79,17 +72,17 @@ def test_truncated_file_or_corrupt_marker_is_detected(cache):
     assert not llm.is_complete(dest)
 
 
-def test_failed_build_leaves_nothing_behind(cache):
+def test_failed_build_leaves_nothing_behind(isolated_cache):
     def build(tmp):
         write_files(tmp, **{"model.onnx": "half"})
         raise RuntimeError("builder crashed")
 
     with pytest.raises(RuntimeError, match="builder crashed"):
-        llm.build_marked(cache / "model", build, log=quiet)
+        llm.build_marked(isolated_cache / "model", build, log=quiet)
     with pytest.raises(llm.IncompleteBuild, match="genai_config.json"):
-        llm.build_marked(cache / "model", lambda tmp: write_files(tmp, **{"model.onnx": "x"}),
+        llm.build_marked(isolated_cache / "model", lambda tmp: write_files(tmp, **{"model.onnx": "x"}),
                          required=("genai_config.json",), log=quiet)
-    assert list(cache.iterdir()) == []
+    assert list(isolated_cache.iterdir()) == []
 
 
 # ---------------------------------------------------------------- running the builder
@@ -104,13 +97,13 @@ FAKE_BUILDER = textwrap.dedent("""
 """)
 
 
-def test_run_builder_runs_the_command_once_per_command(cache, tmp_path, monkeypatch):
+def test_run_builder_runs_the_command_once_per_command(isolated_cache, tmp_path, monkeypatch):
     (tmp_path / "fake_builder.py").write_text(FAKE_BUILDER)
     monkeypatch.setattr(llm, "BUILDER", ["python", str(tmp_path / "fake_builder.py")])
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
-    out = cache / "genai" / "model-int4"
+    out = isolated_cache / "genai" / "model-int4"
     command = f"python {tmp_path / 'fake_builder.py'} -i {hf} -o {out} -p int4 -e cpu"
     assert llm.run_builder(command, log=quiet) == out
     written = (out / "model.onnx").read_text()
@@ -361,13 +354,7 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
     assert box.chat is not first and box.chat.asked == [] and "New conversation" in box.transcript.value
 
 
-# ---------------------------------------------------------------- imports, the real cache
-def test_importing_the_llm_helpers_does_not_import_torch():
-    code = ("import sys, helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box\n"
-            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
+# ---------------------------------------------------------------- the real cache
 def test_cached_int4_model_is_notebook_07s_build_and_is_reused(monkeypatch):
     """Builds the model into the real cache first if needed (notebook 07 normally has), then forbids rebuilding."""
     folder = llm.cached_int4_model()

@@ -1,11 +1,9 @@
-"""helpers.series: generated navigation cells, README index and the shareable HTML copy.
-
-Unit tests work on small series built in a temporary folder (and on a copy of the real notebooks); the last
-test checks the repository itself, so a notebook added, renamed or retitled without
-`python -m helpers.series sync` fails `make test` with the diff to apply.
-"""
+"""helpers.series: navigation cells, README index and HTML copy, on tiny series in a temporary folder and a copy
+of the real notebooks; test_repository_navigation_and_readme_table_are_in_sync fails `make test` (with the diff
+to apply) when a notebook was added, renamed or retitled without `python -m helpers.series sync`."""
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -17,7 +15,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from helpers import series
-from helpers.data.paths import REPO_ROOT
+from helpers.data.paths import NOTEBOOKS, REPO_ROOT
+from helpers.grading.exercises import all_exercises
 
 README = """# A tiny series
 
@@ -78,8 +77,15 @@ def nav_cells(path: Path) -> list:
     return [(i, c) for i, c in enumerate(nb.cells) if "nav" in c.metadata.get("tags", [])]
 
 
-def links(markdown: str) -> list[str]:
-    return re.findall(r"\]\(([^)\s]+)\)", markdown)
+def assert_nav_links_exist(notebooks: Path) -> None:
+    """Every notebook has its two nav cells, each linking to the Contents and a neighbour, files that exist."""
+    for path in series.notebook_paths(notebooks):
+        assert len(nav_cells(path)) == 2, path.name
+        for _, cell in nav_cells(path):
+            targets = re.findall(r"\]\(([^)\s]+)\)", cell.source)
+            assert len(targets) >= 2, f"{path.name}: a nav cell without the Contents and a neighbour"
+            for target in targets:
+                assert (path.parent / target.split("#")[0]).is_file(), f"{path.name} links to missing {target}"
 
 
 def test_sync_writes_nav_and_table_then_is_idempotent(tiny_series):
@@ -121,12 +127,7 @@ def test_nav_cells_are_tagged_stripped_markdown_after_the_title_and_at_the_end(t
 
 def test_nav_links_point_to_existing_files(tiny_series):
     series.sync(tiny_series)
-    for path in series.notebook_paths(tiny_series / "notebooks"):
-        for _, cell in nav_cells(path):
-            targets = links(cell.source)
-            assert len(targets) >= 2
-            for target in targets:
-                assert (path.parent / target.split("#")[0]).is_file(), f"{path.name} links to missing {target}"
+    assert_nav_links_exist(tiny_series / "notebooks")
 
 
 def test_renamed_notebook_makes_check_fail_with_a_clear_message(tiny_series):
@@ -296,11 +297,7 @@ def test_real_notebooks_copy_syncs_idempotently_with_valid_links(tmp_path):
         shutil.copy(path, tmp_path / "notebooks" / path.name)
     series.sync(tmp_path)
     assert series.check(tmp_path) == ""
-    for path in series.notebook_paths(tmp_path / "notebooks"):
-        assert len(nav_cells(path)) == 2
-        for _, cell in nav_cells(path):
-            for target in links(cell.source):
-                assert (path.parent / target.split("#")[0]).is_file(), f"{path.name} links to missing {target}"
+    assert_nav_links_exist(tmp_path / "notebooks")
     readme = (tmp_path / "README.md").read_text()
     assert readme.count(series.TABLE_START) == 1 and readme.count("| notebook |") == 1
 
@@ -314,17 +311,11 @@ def test_repository_navigation_and_readme_table_are_in_sync():
 def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
     """The README's 3-hour plan: each core-path row is ceil(core reading minutes), the total adds up. Run times
     are a machine's figure: the plan gives them one allowance row, and `series budget` reports the recorded ones."""
-    import math
-    import re
-
-    from helpers.data.paths import NOTEBOOKS, REPO_ROOT
-    from helpers.series import read_series
-
     readme = (REPO_ROOT / "README.md").read_text()
     plan = readme.split("* **A 3-hour class.**", 1)[1].split("\n* **", 1)[0]
     rows = re.findall(r"^\s*\| (.+?) \| (\d+) \|$", plan, re.M)
     assert rows, "no plan table under 'A 3-hour class'"
-    entries = {e.number: e for e in read_series(NOTEBOOKS)}
+    entries = {e.number: e for e in series.read_series(NOTEBOOKS)}
     total = None
     minutes = in_class = 0
     cores = set()
@@ -342,7 +333,6 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
         elif block not in ("questions and breaks", "running the core notebooks"):
             exercise = re.match(r"exercise (\d\d\.\d) in class", block)
             assert exercise, f"plan row {block!r} is neither a core path, an exercise in class nor questions"
-            from helpers.grading.exercises import all_exercises
             assert exercise[1] in all_exercises(), f"plan names exercise {exercise[1]}, which does not exist"
         if not core:
             in_class += int(value)
@@ -357,10 +347,6 @@ def test_core_paths_fit_a_three_hour_class():
     """Issue 17's budget: the core paths a class must get through (optional notebooks aside) hold at most 5,000
     words and 480 non-blank code lines (about 120 minutes at the live pace), and no code line over 100
     characters. Details: ``python -m helpers.series budget``."""
-    import nbformat
-
-    from helpers.data.paths import NOTEBOOKS
-
     words = lines = 0
     for entry in series.read_series(NOTEBOOKS):
         counts = series.core_counts(nbformat.read(entry.path, as_version=4))
