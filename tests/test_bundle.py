@@ -99,7 +99,7 @@ def test_bundle_then_install_with_every_index_closed(world):
     sh(one(lines, r"cp -R .*wheels"), REPO_ROOT, world["teacher_env"])
     wheels = sorted(p.name.split("-")[0].lower() for p in (bundle / "python").iterdir())
     assert {"packaging", "tqdm", "setuptools", "wheel"} <= set(wheels), wheels
-    assert sorted(p.name for p in (bundle / "cache" / "wheels").iterdir()) == sorted(w.filename for w in WHEELS.values())
+    assert sorted(os.listdir(bundle / "cache" / "wheels")) == sorted(w.filename for w in WHEELS.values())
 
     # 2. `make setup BUNDLE=...` on a class machine, every index closed.
     venv = root / "class-venv"
@@ -113,7 +113,7 @@ def test_bundle_then_install_with_every_index_closed(world):
     for install in (one(lines, r"pip .*install .*-r "), one(lines, r"pip .*install .*-e \.")):
         assert f"--no-index --find-links {bundle}/python" in install
         sh(install, project, offline(env))
-    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import packaging, tqdm, helpers.grading.checks, helpers; "
+    check = subprocess.run([str(venv / "bin" / "python"), "-c", "import packaging, tqdm, helpers.grading.checks; "
                             "print(packaging.__version__, tqdm.__version__, helpers.__file__)"],
                            capture_output=True, text=True, cwd=root)
     assert check.returncode == 0, check.stderr
