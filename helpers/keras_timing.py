@@ -33,9 +33,9 @@ def main(argv=None) -> int:
     import keras
     import numpy as np
     import onnx
-    import onnxruntime as ort
     import tensorflow as tf
 
+    from helpers.measure.bandwidth import engine_session
     from helpers.measure.side_by_side import onnxruntime_predict, time_side_by_side
     from helpers.data.mnist import load_mnist
     from helpers.lessons import MNIST_MEAN, MNIST_STD
@@ -53,10 +53,7 @@ def main(argv=None) -> int:
     data = load_mnist()
     x_test = data.x_test[:, None].astype(np.float32) / 255.0
     logits = model(x_test, training=False).numpy()
-    options = ort.SessionOptions()  # the notebook's settings: same threads, operators in sequence, no spinning
-    options.intra_op_num_threads, options.inter_op_num_threads = args.threads, 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(args.model, options, providers=["CPUExecutionProvider"])
+    session = engine_session(args.model, args.threads)  # the notebook's settings: operators in sequence, no spinning
     reference = session.run(None, {"image": x_test})[0]
     inputs = {b: tf.convert_to_tensor(x_test[:b]) for b in args.batch_sizes}  # converted before timing
     latency = time_side_by_side({"keras": (lambda x: model(x, training=False), inputs),

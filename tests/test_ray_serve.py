@@ -1,9 +1,5 @@
-"""Notebook 09's serving promises, tested on their own: the same file behind a Ray Serve deployment on 127.0.0.1
-(JSON in, JSON out), with and without ``@serve.batch``, answers a bounded load test with every answer equal to
-plain ONNX Runtime's and none dropped; bad requests (wrong shape, wrong dtype, not JSON, far too large) get a
-4xx naming what was expected, and the service answers correctly right after them; the HTTP proxy listens on
-127.0.0.1 only and answers without Ray's token (the token guards Ray's own ports, tests/test_ray_cluster.py);
-no Ray process outlives the run. Nothing here asserts a speed."""
+"""Notebook 09's serving promises: Ray Serve on 127.0.0.1, with and without ``@serve.batch``, answers a bounded load
+test as plain ONNX Runtime, refuses bad requests with a 4xx naming what was expected; nothing outlives the run."""
 from __future__ import annotations
 
 import json
@@ -162,7 +158,6 @@ def test_serve_answers_as_plain_onnxruntime_refuses_bad_requests_and_leaves_noth
 
 
 def test_helpers_import_no_ray_or_starlette_at_module_level():
-    """``helpers.measure.ray_serve`` is plumbing: importing it starts nothing and needs neither Ray nor starlette."""
     import subprocess
     import sys
 

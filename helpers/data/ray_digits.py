@@ -1,14 +1,5 @@
-"""Plumbing for notebook 09 (Ray): the digit dataset as Parquet shards, Ray's folders and token, and a check
-that no Ray process outlives its cluster. The Ray calls themselves are written out in the notebook.
-
-* ``digit_shards()``: MNIST's 70,000 images (60,000 training, then 10,000 test) under ``SHIFTS`` small shifts,
-  one Parquet shard per shift, ``len(SHIFTS) * 70,000`` rows of ``id`` (int64), ``label`` (uint8) and ``pixels``
-  (784 uint8, a fixed-size list). Built once under ``.cache/ray_digits`` (in a temporary folder renamed when
-  complete), rebuilt only when a shard is missing or incomplete (row counts checked against ``manifest.json``).
-* ``ray_folders()`` / ``auth_token_file()``: Ray's temp (logs) and spill folders and its token file, under
-  ``.cache/ray`` (git-ignored).
-* ``ray_processes()``: Ray processes started from this project (their environment names our token file).
-"""
+"""Plumbing for notebook 09 (Ray): the digit dataset as Parquet shards (one per shift of MNIST's 70,000 images,
+checked against a manifest), Ray's folders and token, the Ray processes of this project."""
 from __future__ import annotations
 
 import json
@@ -25,7 +16,6 @@ from helpers.data.paths import cache_dir
 SHIFTS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-2, -1, 0, 1, 2)]
 IMAGES = 70_000                    # 60,000 training images, then the 10,000 test images
 TEST_START = 60_000                # image index of the first test image
-ROW_GROUP = 10_000
 
 
 def shift_images(images: np.ndarray, dy: int, dx: int) -> np.ndarray:
@@ -88,7 +78,7 @@ def _build(folder: Path) -> None:
     rows = {}
     for i, (dy, dx) in enumerate(SHIFTS):
         table = shard_table(shift_images(images, dy, dx), labels, row_id(i, np.arange(IMAGES)))
-        pq.write_table(table, folder / _shard_name(i), row_group_size=ROW_GROUP)
+        pq.write_table(table, folder / _shard_name(i), row_group_size=10_000)
         rows[_shard_name(i)] = table.num_rows
     (folder / "manifest.json").write_text(json.dumps({"shifts": SHIFTS, "rows": rows}, indent=1))
 
@@ -103,10 +93,7 @@ def shard_paths(folder: Path) -> list[Path]:
 
 
 def ray_folders() -> dict[str, Path]:
-    """Ray's folders under ``.cache/ray``: ``RAY_TMPDIR`` (Ray's system temp folder: it keeps the address of the
-    last cluster started there), ``temp`` (``RAY_TMPDIR/ray``: one ``session_*`` folder per cluster, with its
-    ``logs``) and ``spill`` (objects spilled from a full object store). Kept short: Ray puts Unix sockets in the
-    session folder and a socket path may not exceed 107 characters."""
+    """Ray's ``RAY_TMPDIR``, ``temp`` (one ``session_*`` folder, with logs, per cluster) and ``spill`` folders."""
     root = cache_dir("ray")
     folders = {"RAY_TMPDIR": root, "temp": cache_dir("ray", "ray"), "spill": cache_dir("ray", "spill")}
     if len(str(folders["temp"])) > 50:
@@ -126,11 +113,8 @@ def auth_token_file() -> Path:
 
 
 def quick_ray_imports() -> str:
-    """A folder for ``PYTHONPATH`` that leaves one slow, unused import out of Ray's processes: jsonschema (which
-    Ray imports) checks IRIs with ``rfc3987_syntax`` when it is installed (Jupyter installs it), and that module
-    builds a grammar at import, seconds on a busy 2-core machine. Each Ray node's agents must report their
-    ports within 15 s of the node's start (a limit compiled into Ray 2.60), so without this a busy machine can
-    fail to start a node. jsonschema then simply skips the "iri" format check, which Ray never uses."""
+    """A ``PYTHONPATH`` folder hiding ``rfc3987_syntax`` (jsonschema's optional IRI check) from Ray's processes."""
+    # its import builds a grammar, seconds on a busy 2-core machine, and a node's agents must report within 15 s
     folder = cache_dir("ray", "pythonpath")
     shim = folder / "rfc3987_syntax.py"
     text = 'raise ImportError("rfc3987_syntax is left out of Ray processes (helpers.data.ray_digits)")\n'
@@ -140,8 +124,8 @@ def quick_ray_imports() -> str:
 
 
 def ray_processes() -> list:
-    """Live processes started for this project's Ray clusters: their environment names our token file (every
-    Ray process inherits it from the driver), or their command line names our temp folder."""
+    """Live processes of this project's Ray clusters: their environment names our token file, or their command
+    line our temp folder."""
     import psutil
 
     token, temp = str(auth_token_file()), str(ray_folders()["temp"])

@@ -47,15 +47,15 @@ def matmul_model(rows: int, cols: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
-def engine_session(model_bytes: bytes, threads: int):
-    """An ONNX Runtime CPU session with ``threads`` intra-op threads, spinning off (as notebook 07's engines)."""
+def engine_session(model, threads: int):
+    """An ONNX Runtime CPU session of ``model`` (bytes or a path), ``threads`` intra-op threads, spinning off."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) -> dict:
@@ -69,7 +69,7 @@ def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) 
     model_bytes = matmul_model(rows, cols).SerializeToString()
     weight_bytes = 4 * rows * cols
     x = np.ones((1, rows), dtype=np.float32)
-    samples = {}
+    best = {}
     for count in range(1, threads + 1):
         session = engine_session(model_bytes, count)
         seconds = []
@@ -80,14 +80,12 @@ def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) 
                 seconds.append(time.perf_counter() - start)
         if y.shape != (1, cols) or not np.allclose(y[0, :4], 0.5 * rows):
             raise RuntimeError(f"the probe's MatMul gave a wrong result: shape {y.shape}, first values {y[0, :4]}")
-        samples[count] = [weight_bytes / s / 1e9 for s in seconds]
+        best[count] = weight_bytes / min(seconds) / 1e9
         del session
-    best = {n: float(max(s)) for n, s in samples.items()}
     best_threads = max(best, key=best.get)
     return {"probe": f"onnxruntime MatMul [1, {rows}] x [{rows}, {cols}] fp32", "threads": threads,
             "weight_bytes": weight_bytes, "llc_bytes": llc, "read_gb_s": best[best_threads],
-            "best_threads": best_threads, "by_threads": best,
-            "median_by_threads": {n: float(np.median(s)) for n, s in samples.items()}}
+            "best_threads": best_threads, "by_threads": best}
 
 
 def best_of(*readings: dict) -> dict:
@@ -98,7 +96,7 @@ def best_of(*readings: dict) -> dict:
     by_threads = {n: max(r["by_threads"][n] for r in readings) for n in readings[0]["by_threads"]}
     best_threads = max(by_threads, key=by_threads.get)
     return dict(readings[0], read_gb_s=by_threads[best_threads], best_threads=best_threads, by_threads=by_threads,
-                median_by_threads=None, readings=[r["read_gb_s"] for r in readings])
+                readings=[r["read_gb_s"] for r in readings])
 
 
 def numpy_sum_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> float:

@@ -1,14 +1,5 @@
 """Plumbing for notebook 09's *Serving* part (Ray Serve): what a request must hold, a bounded load test on
-127.0.0.1, and the Ray processes a run started. The Serve calls themselves are written out in the notebook.
-
-* ``digit_from_json(body)``: a request body -> uint8 ``[1, 28, 28]``, or ``BadRequest`` (an HTTP status and a
-  message saying what was expected and what came); ``read_body(request)`` reads at most ``MAX_BODY`` bytes.
-* ``load_test(port, path, bodies, clients, max_seconds)``: every body POSTed once from ``clients`` threads to
-  127.0.0.1 only, stopping by itself after ``max_seconds``.
-* ``free_port()``, ``ray_children()``, ``listening_sockets(processes)``, ``http_answer(port)``,
-  ``wait_gone(processes, timeout_s)``: a port for the HTTP proxy, the Ray processes this process started, the
-  ports they listen on, what a port of 127.0.0.1 answers a GET without a token, a bounded wait for exits.
-"""
+127.0.0.1, and the Ray processes a run started. The Serve calls themselves are written out in the notebook."""
 from __future__ import annotations
 
 import http.client
@@ -84,7 +75,6 @@ def digit_from_json(body: bytes) -> np.ndarray:
 
 def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_seconds: float = 60.0) -> dict:
     """Each body POSTed once to 127.0.0.1 from ``clients`` threads, stopping itself at ``max_seconds``."""
-    # returns {"status", "answer", "latency_s": one per body, None when unanswered; "seconds": wall time}
     if not 1 <= clients <= 64 or not 0 < max_seconds <= 120:
         raise ValueError(f"expected 1..64 clients and 0..120 s, got {clients} clients and {max_seconds} s")
     status, answer, latency = [None] * len(bodies), [None] * len(bodies), [None] * len(bodies)
@@ -106,8 +96,7 @@ def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_
                     text = response.read()
                 except (OSError, http.client.HTTPException) as error:   # counted as unanswered, reported
                     answer[i] = f"{type(error).__name__}: {error}"
-                    connection.close()
-                    connection = http.client.HTTPConnection(LOOPBACK, port, timeout=max_seconds)
+                    connection.close()  # the next request opens a new connection
                     continue
                 latency[i], status[i], answer[i] = time.perf_counter() - start, response.status, text
         finally:
@@ -159,14 +148,14 @@ def wait_gone(processes: list, timeout_s: float = 60.0) -> list:
     import psutil
 
     deadline = time.monotonic() + timeout_s
+    def running(p) -> bool:
+        try:
+            return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
     while True:
-        alive = []
-        for p in processes:
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-            except psutil.NoSuchProcess:
-                pass
+        alive = [p for p in processes if running(p)]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.2)

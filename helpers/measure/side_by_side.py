@@ -1,10 +1,8 @@
 """Notebook 06's interleaved timing and its results file ``artifacts/benchmarks.json``."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -16,39 +14,26 @@ SCHEMA = "onnx-pdf/benchmarks/v1"
 RESULTS_FILE = "benchmarks.json"
 NOTEBOOK = "06_benchmark_runtimes.ipynb"
 
+
+def _object(optional: dict | None = None, **required) -> dict:
+    """A JSON-schema object of the ``required`` properties (keyword arguments), and the ``optional`` ones."""
+    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
+
+
 _POSITIVE = {"type": "number", "exclusiveMinimum": 0}
-_LATENCY = {"type": "object", "required": ["p50", "p90"],
-            "properties": {"p50": _POSITIVE, "p90": _POSITIVE, "n": {"type": "integer", "minimum": 1}}}
-RESULTS_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "required": ["schema", "machine", "batch_sizes", "variants"],
-    "properties": {
-        "schema": {"const": SCHEMA},
-        "machine": {"type": "object", "required": ["cpu", "threads", "packages"], "properties": {
-            "cpu": {"type": "object", "required": ["model", "flags"], "properties": {
-                "model": {"type": "string", "minLength": 1},
-                "flags": {"type": "array", "items": {"type": "string"}}}},
-            "threads": {"type": "integer", "minimum": 1},
-            "packages": {"type": "object", "required": ["onnxruntime"],
-                         "properties": {"onnxruntime": {"type": "string"}}}}},
-        "batch_sizes": {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
-        "variants": {"type": "array", "minItems": 1, "items": {
-            "type": "object",
-            "required": ["name", "model", "runtime", "precision", "size_bytes", "accuracy", "latency_us"],
-            "properties": {
-                "name": {"type": "string"}, "model": {"type": "string"}, "precision": {"type": "string"},
-                "runtime": {"enum": ["onnxruntime", "pytorch", "keras"]},
-                "size_bytes": {"type": "integer", "minimum": 1},
-                "accuracy": {"type": "number", "minimum": 0, "maximum": 1},
-                "latency_us": {"type": "object", "additionalProperties": _LATENCY}}}},
-        "targets": {"type": "array", "items": {
-            "type": "object", "required": ["description", "variant", "reference", "batch_size", "max_ratio"],
-            "properties": {"description": {"type": "string"}, "variant": {"type": "string"},
-                           "reference": {"type": "string"}, "batch_size": {"type": "integer"},
-                           "max_ratio": _POSITIVE}}},
-    },
-}
+_STRING = {"type": "string"}
+_LATENCY = _object(p50=_POSITIVE, p90=_POSITIVE, optional={"n": {"type": "integer", "minimum": 1}})
+RESULTS_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object(
+    schema={"const": SCHEMA},
+    machine=_object(cpu=_object(model={"type": "string", "minLength": 1}, flags={"type": "array", "items": _STRING}),
+                    threads={"type": "integer", "minimum": 1}, packages=_object(onnxruntime=_STRING)),
+    batch_sizes={"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+    variants={"type": "array", "minItems": 1, "items": _object(
+        name=_STRING, model=_STRING, runtime={"enum": ["onnxruntime", "pytorch", "keras"]}, precision=_STRING,
+        size_bytes={"type": "integer", "minimum": 1}, accuracy={"type": "number", "minimum": 0, "maximum": 1},
+        latency_us={"type": "object", "additionalProperties": _LATENCY})},
+    optional={"targets": {"type": "array", "items": _object(description=_STRING, variant=_STRING, reference=_STRING,
+                                                            batch_size={"type": "integer"}, max_ratio=_POSITIVE)}})}
 
 
 class BenchmarkFormatError(ValueError):
@@ -67,19 +52,18 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     slice_s = min_time_s * bench_scale() / rounds
-    pairs = [(name, b) for name, (_, inputs) in candidates.items() for b in inputs]
-    samples: dict[tuple, list[list[float]]] = {pair: [] for pair in pairs}
-    for name, b in pairs:
-        predict, x = candidates[name][0], candidates[name][1][b]
+    runs = {(name, b): (predict, x) for name, (predict, inputs) in candidates.items() for b, x in inputs.items()}
+    samples: dict[tuple, list[list[float]]] = {pair: [] for pair in runs}
+    for predict, x in runs.values():
         for _ in range(warmup):
             predict(x)
-    order = random.Random(seed)
+    pairs, order = list(runs), random.Random(seed)
     for _ in range(rounds):
         order.shuffle(pairs)
-        for name, b in pairs:
-            predict, x = candidates[name][0], candidates[name][1][b]
+        for pair in pairs:
+            predict, x = runs[pair]
             time.sleep(pause_s)
-            samples[name, b].append(time_calls(lambda: predict(x), calls=2, seconds=slice_s))
+            samples[pair].append(time_calls(lambda: predict(x), calls=2, seconds=slice_s))
     out: dict[str, dict[str, dict]] = {name: {} for name in candidates}
     for (name, b), per_round in samples.items():
         every = np.concatenate(per_round)
