@@ -1,10 +1,17 @@
 """One dependency list with exact pins, and the README / CI commands kept true."""
 from __future__ import annotations
 
+import ast
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from importlib import metadata
 
+import nbformat
 import yaml
+from packaging.utils import canonicalize_name
 
 from helpers.data.paths import REPO_ROOT
 
@@ -33,8 +40,6 @@ def test_every_requirement_is_pinned_exactly_and_says_who_needs_it():
 def test_torch_pins_are_the_ones_on_disk():
     pins = {PIN.match(l)["name"]: PIN.match(l)["version"] for l in requirement_lines()}
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
-    from packaging.utils import canonicalize_name
-
     from helpers.measure.machine import tested_versions
 
     assert tested_versions() == {canonicalize_name(n): v for n, v in pins.items()}  # what show_versions compares
@@ -49,7 +54,6 @@ def test_installed_versions_match_the_pins():
 def test_environment_yml_points_at_requirements_instead_of_repeating_them():
     env = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
     deps = env["dependencies"]
-    assert "python=3.11" in deps
     conda_pkgs = [d for d in deps if isinstance(d, str)]
     assert sorted(conda_pkgs) == ["pip", "python=3.11"], f"conda packages must live in requirements.txt: {conda_pkgs}"
     pip_section = next(d["pip"] for d in deps if isinstance(d, dict))
@@ -68,11 +72,6 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_a_non_editable_install_carries_every_helpers_package(tmp_path):
     """Build the wheel `pip install .` would install and compare it with the packages in the source tree."""
-    import shutil
-    import subprocess
-    import sys
-    import zipfile
-
     source = tmp_path / "src"  # a copy: building in the repository would leave build/ behind
     shutil.copytree(REPO_ROOT / "helpers", source / "helpers", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO_ROOT / "pyproject.toml", source)
@@ -88,18 +87,14 @@ def test_a_non_editable_install_carries_every_helpers_package(tmp_path):
 
 
 def imported_modules() -> dict[str, set[str]]:
-    """Top-level modules imported anywhere in the project's Python (helpers, solutions, tests, notebooks),
-    standard library and the project's own packages left out: {module: {files importing it}}."""
-    import ast
-    import sys
-
-    import nbformat
-
-    sources = {p: p.read_text() for folder in ("helpers", "solutions", "tests") for p in (REPO_ROOT / folder).rglob("*.py")}
+    """{third-party top-level module: {files importing it}} over helpers, solutions, tests and notebooks."""
+    sources = {p: p.read_text() for folder in ("helpers", "solutions", "tests")
+               for p in (REPO_ROOT / folder).rglob("*.py")}
     for path in (REPO_ROOT / "notebooks").glob("*.ipynb"):
         cells = [c.source for c in nbformat.read(path, as_version=4).cells  # a %%writefile cell is not Python
                  if c.cell_type == "code" and not c.source.startswith("%%")]
-        sources[path] = "\n".join(l for cell in cells for l in cell.splitlines() if not l.lstrip().startswith(("%", "!")))
+        sources[path] = "\n".join(l for cell in cells for l in cell.splitlines()
+                                  if not l.lstrip().startswith(("%", "!")))
     own = {"helpers", "solutions", "tests", "conftest"} | {p.stem for p in (REPO_ROOT / "tests").glob("*.py")}
     found: dict[str, set[str]] = {}
     for path, text in sources.items():
@@ -116,8 +111,6 @@ def imported_modules() -> dict[str, set[str]]:
 
 
 def test_every_imported_package_is_pinned_in_requirements():
-    from packaging.utils import canonicalize_name
-
     pinned = {canonicalize_name(PIN.match(l)["name"]) for l in requirement_lines()}
     providers = metadata.packages_distributions()
     unpinned = {module: sorted(files) for module, files in imported_modules().items()

@@ -1,10 +1,4 @@
-"""The first screen a class sees: ``make lab``'s JupyterLab starts without an error on its console.
-
-It once printed a screen of minified JavaScript and ``Error: Dynamic require of "util" is not supported``: the
-repository's package.json said ``"type": "module"`` and ``.venv/`` lives inside the repository, so Node loaded
-JupyterLab's ``yarn.js`` as an ES module. That ``"type"`` now lives in ``web/package.json``, beside the
-JavaScript it is for.
-"""
+"""The first screen a class sees: ``make lab``'s JupyterLab starts without an error on its console."""
 from __future__ import annotations
 
 import json
@@ -21,6 +15,7 @@ START_TIMEOUT_S = 300  # a hang guard, not a speed limit
 
 
 def test_no_package_json_above_the_venv_makes_its_javascript_es_modules():
+    """``.venv/`` is inside the repository: a ``"type": "module"`` there makes Node load JupyterLab's yarn.js wrong."""
     assert "type" not in json.loads((REPO_ROOT / "package.json").read_text())
     assert json.loads((REPO_ROOT / "web" / "package.json").read_text())["type"] == "module"
 
@@ -29,7 +24,8 @@ def test_jupyterlab_starts_with_no_error_on_its_console(tmp_path):
     """The command of ``make lab`` (without opening a browser), from the repository root; stopped once it serves."""
     jupyter = Path(sys.executable).with_name("jupyter")
     log = tmp_path / "lab.log"
-    cmd = [str(jupyter), "lab", "notebooks/", "--no-browser", "--port=0", f"--IdentityProvider.token={secrets.token_hex(8)}"]
+    cmd = [str(jupyter), "lab", "notebooks/", "--no-browser", "--port=0",
+           f"--IdentityProvider.token={secrets.token_hex(8)}"]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}

@@ -1,8 +1,5 @@
-"""Promises about the notebooks themselves (nbval executes them; this checks how they are kept).
-
-Notebooks are committed *stripped*: no outputs and no execution counts. They are executed by
-`make test` (nbval) and rendered with outputs by `make run`, so what is committed is only what a
-person wrote, diffs stay readable, and no stale output can contradict the code.
+"""How the notebooks are kept (nbval runs them): committed *stripped* of outputs and execution counts, so diffs
+stay readable and no stale output contradicts the code, and in the series' skeleton.
 """
 from __future__ import annotations
 
@@ -60,9 +57,8 @@ def test_at_most_40_cells_besides_navigation(path):
 
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
 def test_lessons_use_the_libraries_idioms(path):
-    """Learners copy what they see: `onnx.save`, not the project's `atomic_path`; no `NBVAL_` markers (they do
-    nothing under --nbval-lax); another notebook's file is required in Setup, or at the top of the Going deeper
-    subsection that needs it; *Going deeper* opens with its own list of what it adds."""
+    """Learners copy what they see: no project plumbing (atomic_path), no NBVAL_ markers (inert under --nbval-lax),
+    require_artifact where the file is needed, a Going deeper that opens with its own list of what it adds."""
     nb = nbformat.read(path, as_version=4)
     heading = None
     for i, cell in enumerate(nb.cells):

@@ -1,12 +1,5 @@
-"""The same .onnx files in Node.js (ONNX Runtime Web, WebAssembly) and the MNIST preprocessing in JS and Python.
-
-* ``web/classify.mjs`` on all 10,000 test images for every MNIST file: same argmax as Python onnxruntime and
-  logits within 1e-4; corrupt, truncated, missing and non-classifier files exit non-zero with a clear message.
-* ``web/preprocess.js`` (the page's preprocessing, run under Node) against ``helpers.predict``'s on the same
-  drawings: within one grey level.
-* ``helpers.predict --preprocess mnist`` on drawings made from test digits (shifted, scaled, thick and thin
-  strokes, dark on light, dark on transparent, light on dark): accuracy close to the un-drawn digits.
-* ``helpers.webserver`` serves the page, the runtime (``.wasm`` as ``application/wasm``) and only the listed models.
+"""The .onnx files in Node.js (``web/classify.mjs``, ONNX Runtime Web) against Python onnxruntime, the page's
+``web/preprocess.js`` against ``helpers.predict``'s, ``helpers.predict`` on drawn digits, ``helpers.webserver``.
 
 Node.js 18+ and ``npm ci`` (both part of ``make setup``) are required: without them these tests fail and say so.
 """
@@ -50,6 +43,20 @@ def run_node(node, *args, timeout=600) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def node_report(node, model, images: np.ndarray, folder, *options) -> dict:
+    """classify.mjs's JSON report on ``images`` saved as ``folder/x.npy``; the run must succeed."""
+    np.save(folder / "x.npy", images)
+    result = run_node(node, model, folder / "x.npy", *options)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def python_logits(model, images: np.ndarray) -> tuple[ort.InferenceSession, np.ndarray]:
+    """Python onnxruntime's session and logits on the same uint8 images (divided by 255, as the script does)."""
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    return session, session.run(None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)})[0]  # float32
+
+
 @pytest.fixture(scope="module")
 def mnist():
     return load_mnist()
@@ -59,17 +66,12 @@ def mnist():
 @pytest.mark.parametrize("name", MNIST_FILES)
 def test_node_gives_python_onnxruntime_logits_on_all_test_images(node, mnist, tmp_path, name):
     model = built_artifact(name)
-    np.save(tmp_path / "test.npy", mnist.x_test)  # uint8 [10000, 28, 28]: the script divides by 255
-    result = run_node(node, model, tmp_path / "test.npy")
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    report = node_report(node, model, mnist.x_test, tmp_path)  # uint8 [10000, 28, 28]
+    session, py = python_logits(model, mnist.x_test)
     assert report["input"]["name"] == session.get_inputs()[0].name
     assert report["output"]["name"] == session.get_outputs()[0].name
     assert report["input"]["dims"] == [10_000, 1, 28, 28]
     js = np.array(report["logits"], dtype=np.float32)
-    (py,) = session.run([report["output"]["name"]],
-                        {report["input"]["name"]: (mnist.x_test[:, None] / np.float32(255)).astype(np.float32)})
     assert js.shape == py.shape == (10_000, 10)
     np.testing.assert_array_equal(js.argmax(1), py.argmax(1))
     np.testing.assert_allclose(js, py, rtol=0, atol=1e-4)
@@ -82,24 +84,15 @@ QUANTIZED = [f"quantized/mnist_{key}.{precision}.onnx" for key in ("mlp_pytorch"
 
 @pytest.mark.parametrize("name", QUANTIZED)
 def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
-    """Notebook 05's variants in the page's picker: they open and run in ONNX Runtime Web and give Python's digit
-    on at least 99 % of 2,000 test images (quantized kernels round differently on different instruction sets)."""
-    model = built_artifact(name)
-    np.save(tmp_path / "x.npy", mnist.x_test[:2000])
-    result = run_node(node, model, tmp_path / "x.npy")
-    assert result.returncode == 0, result.stderr
-    js = np.array(json.loads(result.stdout)["logits"], dtype=np.float32)
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    (py,) = session.run(None, {session.get_inputs()[0].name: (mnist.x_test[:2000, None] / 255.0).astype(np.float32)})
+    """Notebook 05's variants, in the page's picker: Python's digit on >= 99 % (kernels round per instruction set)."""
+    js = np.array(node_report(node, built_artifact(name), mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32)
+    _, py = python_logits(built_artifact(name), mnist.x_test[:2000])
     assert js.shape == py.shape == (2000, 10)
     assert (js.argmax(1) == py.argmax(1)).mean() >= 0.99
 
 
 def test_node_times_batch_one(node, mnist, tmp_path):
-    np.save(tmp_path / "one.npy", mnist.x_test[:1])
-    result = run_node(node, built_artifact(MNIST_FILES[0]), tmp_path / "one.npy", "--time", 50)
-    assert result.returncode == 0, result.stderr
-    latency = json.loads(result.stdout)["latency_us"]
+    latency = node_report(node, built_artifact(MNIST_FILES[0]), mnist.x_test[:1], tmp_path, "--time", 50)["latency_us"]
     assert latency["runs"] == 50 and latency["median"] > 0
 
 
@@ -110,11 +103,9 @@ def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path
     (tmp_path / "text.onnx").write_text("this is not a protobuf")
     (tmp_path / "cut.onnx").write_bytes(good[:len(good) // 3])
     (tmp_path / "empty.onnx").write_bytes(b"")
-    cases = {"text.onnx": "is not an ONNX model ONNX Runtime Web can load",
-             "cut.onnx": "is not an ONNX model ONNX Runtime Web can load",
-             "empty.onnx": "is not an ONNX model ONNX Runtime Web can load",
-             "absent.onnx": "model file not found",
-             "flat.onnx": "shaped [batch, 1, 28, 28], found [batch, 784]"}
+    cases = {name: "is not an ONNX model ONNX Runtime Web can load" for name in ("text.onnx", "cut.onnx", "empty.onnx")}
+    cases |= {"absent.onnx": "model file not found",
+              "flat.onnx": "shaped [batch, 1, 28, 28], found [batch, 784]"}
     for name, message in cases.items():
         result = run_node(node, tmp_path / name, tmp_path / "x.npy")
         assert result.returncode == 3 and message in result.stderr, (name, result.returncode, result.stderr)
@@ -141,34 +132,30 @@ def test_node_input_and_usage_errors(node, tmp_path):
 
 
 def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
-    """Real test digits in a form people save drawings in, as the .npy array classify.mjs reads: a PNG form is
-    written with Pillow and read back by helpers.predict (float32 [N, 28, 28]); "uint8 .npy" is 255 - digits."""
+    """Test digits in a form people save drawings in (PNGs written by Pillow, read by helpers.predict) as one array."""
     if form == "uint8 .npy":
         return 255 - digits
     rgba = np.zeros((*digits.shape, 4), np.uint8)
     rgba[..., 3] = digits  # dark strokes whose opacity is the ink, on a fully transparent background
     arrays = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
               "dark-on-transparent RGBA PNG": (rgba, "RGBA")}[form]
-    images = []
     for i, image in enumerate(arrays[0]):
         Image.fromarray(image, arrays[1]).save(folder / f"{i}.png")
-        images.append(P.read_png(folder / f"{i}.png"))
-    return np.stack(images)
+    return np.stack([P.read_png(folder / f"{i}.png") for i in range(len(digits))])
 
 
 @pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
 def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node, mnist, tmp_path, form, capsys):
     """classify.mjs refuses them with the exit code and message of helpers.predict; --invert reads them right."""
     model, digits, labels = built_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
-    np.save(tmp_path / "dark.npy", dark_on_light(digits, form, tmp_path))
+    dark = dark_on_light(digits, form, tmp_path)
+    np.save(tmp_path / "dark.npy", dark)
     result = run_node(node, model, tmp_path / "dark.npy")
     assert P.main([str(model), str(tmp_path / "dark.npy")]) == result.returncode == P.EXIT_INPUT, result.stderr
     python_message = capsys.readouterr().err.strip()
     assert result.stderr.strip() == python_message and "--invert" in python_message, (result.stderr, python_message)
     assert "--preprocess mnist" in python_message and "the background is not dark" in python_message
-    inverted = run_node(node, model, tmp_path / "dark.npy", "--invert")
-    assert inverted.returncode == 0, inverted.stderr
-    assert (np.array(json.loads(inverted.stdout)["logits"]).argmax(1) == labels).mean() >= 0.95
+    assert (np.array(node_report(node, model, dark, tmp_path, "--invert")["logits"]).argmax(1) == labels).mean() >= 0.95
 
 
 def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist, tmp_path):
@@ -181,12 +168,6 @@ def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist,
 
 
 # ----------------------------------------------------------------------- preprocessing JS vs Python
-def python_input(png_path) -> np.ndarray:
-    """helpers.predict's path for a drawing: decode the PNG, find the ink, MNIST steps."""
-    gray = P.read_png(png_path)
-    return P.mnist_preprocess(P.find_ink(gray))
-
-
 def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp_path):
     rng = np.random.default_rng(12)
     drawings, pythons = [], []
@@ -198,12 +179,10 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
         rgba = draw(mnist.x_test[index], **kinds[name])
         Image.fromarray(rgba, "RGBA").save(tmp_path / f"d{i}.png")
         drawings.append(rgba)
-        pythons.append(python_input(tmp_path / f"d{i}.png"))
-    np.save(tmp_path / "drawings.npy", np.stack(drawings))
-    result = run_node(node, built_artifact(MNIST_FILES[0]), tmp_path / "drawings.npy", "--preprocess", "mnist",
-                      "--show-input")
-    assert result.returncode == 0, result.stderr
-    js = np.array(json.loads(result.stdout)["inputs"], dtype=np.float32).reshape(-1, 28, 28)
+        pythons.append(P.mnist_preprocess(P.find_ink(P.read_png(tmp_path / f"d{i}.png"))))  # helpers.predict's path
+    report = node_report(node, built_artifact(MNIST_FILES[0]), np.stack(drawings), tmp_path, "--preprocess", "mnist",
+                         "--show-input")
+    js = np.array(report["inputs"], dtype=np.float32).reshape(-1, 28, 28)
     python = np.stack(pythons)
     assert js.shape == python.shape == (24, 28, 28)
     assert np.abs(js - python).max() <= 1 / 255, np.abs(js - python).max()
@@ -211,7 +190,7 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
 
 
 def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_path):
-    """All three centring choices of the JS and the Python code on one drawing, through the CLI's helpers."""
+    """helpers.predict's three centring choices on one drawing, and its refusals of no ink and of mid-gray."""
     digit = mnist.x_test[0]
     rgba = draw(digit, shift=(30, -40))
     Image.fromarray(rgba, "RGBA").save(tmp_path / "d.png")
@@ -232,9 +211,7 @@ def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
     rng = np.random.default_rng(4)
     picked = rng.choice(len(mnist.x_test), 80, replace=False)
     labels = mnist.y_test[picked]
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    undrawn = (session.run(None, {"image": (mnist.x_test[picked, None] / 255.0).astype(np.float32)})[0].argmax(1)
-               == labels).mean()
+    undrawn = (python_logits(model, mnist.x_test[picked])[1].argmax(1) == labels).mean()
     names = list(variants(rng))
     files = []
     for k, index in enumerate(picked):
@@ -302,7 +279,6 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
     """`python -m helpers.webserver --port 0`, the README's one command, with the picker list notebook 04 wrote."""
     import os
     import signal
-    import time
 
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
