@@ -1,9 +1,5 @@
-"""JupyterLab in a real browser: open notebook 00, *Run All Cells* from the menu, and check what a learner sees.
-
-The server is this environment's JupyterLab on a free loopback port with a random token; its root folder is a
-temporary copy of notebook 00 (the repository's notebooks are never touched). Headless Chromium is driven by
-chromedriver (Debian: ``apt-get install -y chromium chromium-driver``); without a browser the test is skipped
-and says why. A screenshot is saved to ``artifacts/screenshots/jupyterlab.png`` for the test report.
+"""JupyterLab in headless Chromium: *Run All Cells* on a temporary copy of notebook 00, clicked from the menu, and
+what a learner sees; saves ``artifacts/screenshots/jupyterlab.png``; skipped, saying why, without Chromium.
 """
 from __future__ import annotations
 
@@ -52,8 +48,7 @@ def http(url: str, method: str = "GET", timeout: float = 5.0) -> tuple[int, byte
 
 
 def kernel_for_copy() -> tuple[str, str]:
-    """(name, display name): the series' kernel if this environment registered it (``make setup``), else
-    this Python's own."""
+    """(name, display name): the series' kernel if ``make setup`` registered it, else this Python's own."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     specs = KernelSpecManager()
@@ -79,7 +74,8 @@ def lab(tmp_path):
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config")}
     port, token = free_loopback_port(), secrets.token_hex(16)
-    log = (tmp_path / "jupyterlab.log").open("wb")
+    log_path = tmp_path / "jupyterlab.log"
+    log = log_path.open("wb")
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--IdentityProvider.token={token}",
          f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={root}",
@@ -90,7 +86,8 @@ def lab(tmp_path):
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
-            assert server.poll() is None, f"JupyterLab exited with {server.returncode}:\n{server_log(tmp_path)}"
+            assert server.poll() is None, \
+                f"JupyterLab exited with {server.returncode}:\n{log_path.read_text(errors='replace')[-4000:]}"
             try:
                 ready = http(f"{base}/api/status?token={token}")[0] == 200
             except OSError:  # not listening yet: poll again until the deadline
@@ -116,21 +113,14 @@ def lab(tmp_path):
         log.close()
 
 
-def server_log(tmp_path: Path) -> str:
-    path = tmp_path / "jupyterlab.log"
-    return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-
 @pytest.fixture
 def browser(tmp_path, chromium):
     driver = chromium(tmp_path / "chromium-profile", window="1400,1000", log=tmp_path / "chromedriver.log")
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield driver  # pytest runs the rest after the test, passed or failed
+    driver.quit()
 
 
-def wait_for(driver, what: str, condition, timeout: float, poll: float = 0.5):
+def wait_for(driver, what: str, condition, timeout: float):
     """Poll ``condition(driver)`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -141,9 +131,9 @@ def wait_for(driver, what: str, condition, timeout: float, poll: float = 0.5):
             screenshot(driver, "jupyterlab-timeout.png")
             state = page_state(driver) or {}
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; the page shows: prompts "
-                                 f"{state.get('prompts')}, kernel {state.get('status')!r} ({state.get('kernel')!r}), outputs:\n"
-                                 f"{state.get('text', '')[-3000:]}")
-        time.sleep(poll)
+                                 f"{state.get('prompts')}, kernel {state.get('status')!r} "
+                                 f"({state.get('kernel')!r}), outputs:\n{state.get('text', '')[-3000:]}")
+        time.sleep(0.5)
 
 
 def screenshot(driver, name: str) -> Path:
@@ -154,9 +144,8 @@ def screenshot(driver, name: str) -> Path:
 
 
 def kernel_idle(lab) -> bool:
-    """The server's word that the notebook's kernel (of the expected kernel spec) is started and idle: the
-    toolbar's indicator says idle before a kernel is attached, and the status bar's "<kernel> | Idle" item is
-    not shown by every JupyterLab/Chromium pairing."""
+    """The server's word that the notebook's kernel (of the expected spec) is idle: the page's indicators are not
+    enough (the toolbar says idle before a kernel is attached, not every Chromium shows the status bar's)."""
     sessions = json.loads(http(f"{lab['base']}/api/sessions?token={lab['token']}")[1])
     return any(s["path"].endswith(NOTEBOOK) and s["kernel"]["name"] == lab["kernel"]
                and s["kernel"]["execution_state"] == "idle" for s in sessions)
@@ -173,7 +162,6 @@ def page_state(driver) -> dict:
         return {
           prompts: cells.map(c => (c.querySelector('.jp-InputArea-prompt') || {}).textContent || ''),
           status: indicator ? indicator.getAttribute('data-status') : null,
-          // the status bar's "<kernel> | Idle": the toolbar's indicator says idle before a kernel is attached
           toolbar_kernel: ((panel.querySelector('.jp-Toolbar-kernelName') || {}).textContent || '').trim(),
           kernel: ([...document.querySelectorAll('.jp-StatusBar-Item')].map(e => e.textContent.trim())
                      .find(t => / \| [A-Z][a-z]+$/.test(t)) || ''),
@@ -199,9 +187,8 @@ def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser
     opened_s = time.monotonic() - t0
 
     # Run -> Run All Cells, clicked like a person would
-    run_menu = next(e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
-                    if e.text.strip() == "Run")
-    run_menu.click()
+    next(e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
+         if e.text.strip() == "Run").click()
 
     def run_all_item(driver):
         items = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu .lm-Menu-item")

@@ -1,16 +1,6 @@
-"""The drawing page in a real browser: headless Chromium opens it from the local server, draws real MNIST test
-digits onto the canvas, and checks what the page shows against Python ONNX Runtime on the same input.
-
-* every MNIST file of the picker: the page's 28x28 input equals ``helpers.predict``'s preprocessing of the
-  canvas' own PNG export within one grey level, and its probabilities equal Python onnxruntime's on that input;
-* drawing with the mouse (pointer events) gives a prediction, *Clear* removes it;
-* a file that is not ONNX, and an ONNX file that is not a digit classifier, give a clear message in the page;
-* a model the page cannot fetch (its server stopped, or HTTP 404) is reported as such, never as a bad model, and
-  the picker returns to the model still in use;
-* a screenshot of the page with a drawn digit is saved to ``artifacts/screenshots/draw_page.png`` (notebook 04
-  shows it).
-
-Chromium + chromedriver come from Debian (``make browser``); without them the test is skipped and says why.
+"""The drawing page in headless Chromium: real MNIST test digits drawn on its canvas give Python onnxruntime's
+input and probabilities for every model of the picker; bad files and an unreachable model give clear messages.
+Saves ``artifacts/screenshots/draw_page.png`` (notebook 04 shows it); skipped, saying why, without Chromium.
 """
 from __future__ import annotations
 
@@ -29,9 +19,6 @@ from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 
-SCREENSHOT = "draw_page.png"
-
-
 @pytest.fixture(scope="module")
 def server():
     models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS]
@@ -42,10 +29,8 @@ def server():
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory, chromium):
     driver = chromium(tmp_path_factory.mktemp("chromium-profile"), window="900,640")
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    yield driver  # pytest runs the rest after the module's tests, passed or failed
+    driver.quit()
 
 
 def wait_for(driver, what: str, script: str, timeout: float = 60):
@@ -63,7 +48,8 @@ def wait_for(driver, what: str, script: str, timeout: float = 60):
 
 def open_page(driver, server):
     driver.get(server.url)
-    wait_for(driver, "the first model to open", "window.digitPage && (window.digitPage.ready || window.digitPage.error)")
+    wait_for(driver, "the first model to open",
+             "window.digitPage && (window.digitPage.ready || window.digitPage.error)")
     assert driver.execute_script("return window.digitPage.error") is None
 
 
@@ -86,6 +72,12 @@ def paint(driver, rgba: np.ndarray) -> dict:
     """, rgba.ravel().tolist(), width, height)
 
 
+def pick(driver, label: str) -> None:
+    driver.execute_script("""const p = document.getElementById('model');
+        p.value = [...p.options].find(o => o.text === arguments[0]).value;
+        p.dispatchEvent(new Event('change'));""", label)
+
+
 def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, server):
     open_page(browser, server)
     mnist = load_mnist()
@@ -94,9 +86,7 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
     assert browser.execute_script("return [...document.getElementById('model').options].map(o => o.text)") == labels
     correct = total = 0
     for label, name in FP32_MODELS:
-        browser.execute_script("""const p = document.getElementById('model');
-            p.value = [...p.options].find(o => o.text === arguments[0]).value;
-            p.dispatchEvent(new Event('change'));""", label)
+        pick(browser, label)
         wait_for(browser, f"{label} to open", f"window.digitPage.ready && window.digitPage.model === {label!r}")
         session = ort.InferenceSession(built_artifact(name), providers=["CPUExecutionProvider"])
         for k, index in enumerate(picked):
@@ -120,13 +110,11 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
     assert correct / total >= 0.8, f"{correct} of {total} drawn test digits recognised"
 
     # the screenshot the notebook shows: a test digit drawn on the canvas, classified by the first model
-    browser.execute_script("""const p = document.getElementById('model'); p.selectedIndex = 0;
-                              p.dispatchEvent(new Event('change'));""")
+    pick(browser, labels[0])
     wait_for(browser, f"{labels[0]} to open", f"window.digitPage.ready && window.digitPage.model === {labels[0]!r}")
     paint(browser, draw(mnist.x_test[picked[0]], scale=8, shift=(-20, 25), stroke=2, style="dark-on-transparent"))
-    path = artifacts_dir() / "screenshots" / SCREENSHOT
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp:
+    path = artifacts_dir() / "screenshots" / "draw_page.png"
+    with atomic_path(path) as tmp:  # it creates the folder
         tmp.write_bytes(browser.get_screenshot_as_png())
     assert path.stat().st_size > 10_000
 
@@ -171,15 +159,8 @@ def test_opening_files_that_are_not_digit_classifiers_says_why(browser, server, 
     assert shown["prediction"] == 7
 
 
-def pick(driver, label: str) -> None:
-    driver.execute_script("""const p = document.getElementById('model');
-        p.value = [...p.options].find(o => o.text === arguments[0]).value;
-        p.dispatchEvent(new Event('change'));""", label)
-
-
 def test_a_model_that_cannot_be_fetched_is_not_called_a_bad_model(browser):
-    """After the page's server stops (notebook 04's kernel gone) or a file is missing, picking a model says so,
-    and the picker returns to the model still in use (the status line and the picker agree)."""
+    """A model missing (404) or its server stopped (kernel gone) is said so; the picker returns to the one in use."""
     models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS[:2]]
     first, second = (m["label"] for m in models)
     server = PageServer(models).start()
