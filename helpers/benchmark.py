@@ -11,8 +11,7 @@ from helpers.measure.side_by_side import NOTEBOOK, RESULTS_FILE, load_results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.benchmark", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m helpers.benchmark", description=__doc__)
     parser.add_argument("--table-only", action="store_true", help="do not run the notebook; print the existing file")
     parser.add_argument("--scale", type=float, help="ONNX_PDF_BENCH_SCALE for this run (default: 1.0 or the env)")
     parser.add_argument("--results", type=Path, help=f"results file (default: artifacts/{RESULTS_FILE})")

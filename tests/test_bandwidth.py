@@ -3,6 +3,7 @@ weight at least twice the last-level cache, each thread count honoured, a wrong 
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -55,11 +56,8 @@ def test_a_wrong_engine_result_is_refused(monkeypatch):
     monkeypatch.setattr(bandwidth, "MIN_WEIGHT_BYTES", 2**20)
     monkeypatch.setattr(bandwidth, "last_level_cache_bytes", lambda: None)
 
-    class Broken:
-        def run(self, names, feeds):
-            return [np.zeros((1, 3), np.float32)]
-
-    monkeypatch.setattr(bandwidth, "engine_session", lambda model_bytes, threads: Broken())
+    broken = SimpleNamespace(run=lambda names, feeds: [np.zeros((1, 3), np.float32)])
+    monkeypatch.setattr(bandwidth, "engine_session", lambda model, threads: broken)
     with pytest.raises(RuntimeError, match="wrong result"):
         bandwidth.read_bandwidth(threads=1, repeat=1)
 

@@ -58,14 +58,12 @@ def engine_session(model, threads: int):
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def read_bandwidth(threads: int, min_bytes: int | None = None, repeat: int = 5) -> dict:
+def read_bandwidth(threads: int, repeat: int = 5) -> dict:
     """The most GB/s ONNX Runtime streamed fp32 weights (> last-level cache) at 1 .. ``threads`` threads, best run."""
     if threads < 1 or repeat < 1:
         raise ValueError(f"expected threads and repeat >= 1, got {threads} and {repeat}")
     llc = last_level_cache_bytes()
-    if min_bytes is None:
-        min_bytes = probe_bytes(llc)
-    rows, cols = weight_shape(min_bytes)
+    rows, cols = weight_shape(probe_bytes(llc))
     model_bytes = matmul_model(rows, cols).SerializeToString()
     weight_bytes = 4 * rows * cols
     x = np.ones((1, rows), dtype=np.float32)

@@ -96,7 +96,7 @@ def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_
                     text = response.read()
                 except (OSError, http.client.HTTPException) as error:   # counted as unanswered, reported
                     answer[i] = f"{type(error).__name__}: {error}"
-                    connection.close()  # the next request opens a new connection
+                    connection.close()
                     continue
                 latency[i], status[i], answer[i] = time.perf_counter() - start, response.status, text
         finally:
