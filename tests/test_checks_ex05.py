@@ -9,6 +9,7 @@ import pytest
 from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, StaticQuantConfig, quantize,
                                       quantize_dynamic, quantize_static)
 
+from helpers.data.mnist import load_mnist
 from helpers.grading.exercises import check
 from solutions import ex05
 from tables import refused, right, rows
@@ -33,8 +34,7 @@ def one_digit_batches_no_preprocessing(fp32_path, int8_path, train_uint8):
 
 
 def with_quantize_and_a_config(fp32_path, int8_path, train_uint8):
-    x = train_uint8.reshape(-1, 1, 28, 28).astype(np.float32) / 255
-    reader = ex05.MnistCalibrationReader(fp32_path, train_uint8, batch_size=len(x))
+    reader = ex05.MnistCalibrationReader(fp32_path, train_uint8, batch_size=len(train_uint8))
     quantize(fp32_path, int8_path, StaticQuantConfig(reader, quant_format=QuantFormat.QDQ, per_channel=True))
 
 
@@ -44,11 +44,11 @@ def entropy_calibrated(fp32_path, int8_path, train_uint8):  # another calibratio
     static(calibrate_method=CalibrationMethod.Entropy)(fp32_path, int8_path, train_uint8)
 
 
-def static(digits=None, **settings):
+def static(digits=None, reader=ex05.MnistCalibrationReader, **settings):
     def answer(fp32_path, int8_path, train_uint8):
-        quantize_static(fp32_path, int8_path, ex05.MnistCalibrationReader(
-            fp32_path, train_uint8 if digits is None else digits(train_uint8)),
-            **{"quant_format": QuantFormat.QDQ, "per_channel": True, **settings})
+        images = train_uint8 if digits is None else digits(train_uint8)
+        quantize_static(fp32_path, int8_path, reader(fp32_path, images),
+                        **{"quant_format": QuantFormat.QDQ, "per_channel": True, **settings})
     return answer
 
 
@@ -66,31 +66,17 @@ def activation_ranges_too_wide(fp32_path, int8_path, train_uint8):
     onnx.save(model, int8_path)
 
 
-def _mnist():
-    from helpers.data.mnist import load_mnist
-
-    return load_mnist()
-
-
-class Unscaled(ex05.MnistCalibrationReader):
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: v * 255 for k, v in item.items()}
+def each_batch(change):
+    """The solution's reader with ``change`` applied to every batch it returns."""
+    class Changed(ex05.MnistCalibrationReader):
+        def get_next(self):
+            item = super().get_next()
+            return None if item is None else {k: change(v) for k, v in item.items()}
+    return Changed
 
 
-class Normalized(ex05.MnistCalibrationReader):
-    """Feeds (x - mean) / std, though the model normalizes inside (the contract is 0..1)."""
-
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: (v - 0.1307) / 0.3081 for k, v in item.items()}
-
-
-def with_reader(reader_class):
-    def answer(fp32_path, int8_path, train_uint8):
-        quantize_static(fp32_path, int8_path, reader_class(fp32_path, train_uint8), quant_format=QuantFormat.QDQ,
-                        per_channel=True)
-    return answer
+UNSCALED = each_batch(lambda v: v * np.float32(255))  # the uint8 values as float32
+MEAN_STD = each_batch(lambda v: (v - 0.1307) / 0.3081)  # normalized, though the model normalizes inside
 
 
 def image_hard_coded(fp32_path, int8_path, train_uint8):
@@ -102,8 +88,6 @@ def no_file(fp32_path, int8_path, train_uint8):  # returns the model instead of 
     return onnx.load(fp32_path)
 
 
-# The text of 05.1, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it.
 REQUIREMENTS_05_1 = [
     ("a function quantize_int8(fp32_path, int8_path, train_uint8)", "quantize_int8.py", "expected your function"),
     ("writes the file to int8_path", no_file, "no file at"),
@@ -114,10 +98,11 @@ REQUIREMENTS_05_1 = [
     ("every Conv, Gemm and MatMul quantized", static(op_types_to_quantize=["Gemm"]),
      "expected every Conv, Gemm and MatMul quantized, but Conv"),
     ("int8", static(weight_type=QuantType.QInt4), "expected 8-bit integers"),
-    ("digits scaled to the contract's 0..1", with_reader(Unscaled), "expected calibration digits in the contract's"),
+    ("digits scaled to the contract's 0..1", static(reader=UNSCALED), "expected calibration digits in the contract's"),
     ("the input's name read from the model", image_hard_coded, "the input name differs: read it from the model"),
     ("calibrated on the training digits given, never test digits",
-     static(digits=lambda d: np.concatenate([d, _mnist().x_test[:300]])), "saw other data than the digits passed in"),
+     static(digits=lambda d: np.concatenate([d, load_mnist().x_test[:300]])),
+     "saw other data than the digits passed in"),
     ("calibrated on all the training digits given", static(digits=lambda d: d[:1]),
      "did not see all the digits passed in"),
     ("the int8 file classifies like the fp32 model on test digits", activation_ranges_too_wide,
@@ -129,13 +114,13 @@ OWN_ROUND_05_1 = [
         0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
     ("random noise instead of the digits (a new draw each call)", static(digits=lambda d: np.random.default_rng(
         int(d.sum())).integers(0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
-    ("its own training digits, the argument ignored", static(digits=lambda d: _mnist().x_train[:300]),
+    ("its own training digits, the argument ignored", static(digits=lambda d: load_mnist().x_train[:300]),
      "saw other data than the digits passed in"),
     ("the first batch of 100 only", static(digits=lambda d: d[:100]), "did not see all the digits passed in"),
-    ("the test digits instead", static(digits=lambda d: _mnist().x_test[:300]),
+    ("the test digits instead", static(digits=lambda d: load_mnist().x_test[:300]),
      "saw other data than the digits passed in"),
     ("int16 activations for precision", static(activation_type=QuantType.QUInt16), "expected 8-bit integers"),
-    ("normalized with MNIST's mean and std", with_reader(Normalized),
+    ("normalized with MNIST's mean and std", static(reader=MEAN_STD),
      "expected calibration digits in the contract's 0..1"),
 ]
 
@@ -181,12 +166,6 @@ class ImageOnly(ex05.MnistCalibrationReader):
         self.input_name = "image"
 
 
-class NoChannel(ex05.MnistCalibrationReader):
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: v[:, 0] for k, v in item.items()}
-
-
 class StartsOver(ListReader):
     """Rewinds when exhausted, so quantize_static would never stop."""
 
@@ -226,18 +205,6 @@ class BareArrays(ex05.MnistCalibrationReader):
         return None if item is None else item[self.input_name]
 
 
-class Float64(ListReader):
-    def __init__(self, model_path, images_uint8, batch_size=100):
-        super().__init__(model_path, images_uint8, batch_size)
-        self.items = [{k: v.astype(np.float64) for k, v in item.items()} for item in self.items]
-
-
-class Raw(ex05.MnistCalibrationReader):  # the uint8 values as float32, not scaled
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: v * np.float32(255) for k, v in item.items()}
-
-
 class Shuffled(ex05.MnistCalibrationReader):
     def __init__(self, model_path, images_uint8, batch_size=100):
         order = np.random.default_rng(0).permutation(len(images_uint8))
@@ -250,8 +217,6 @@ class PadsTheLastBatch(ListReader):
         super().__init__(model_path, padded, batch_size)
 
 
-# The text of 05.2, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it.
 REQUIREMENTS_05_2 = [
     ("the class itself is passed", ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader),
      "got an instance of"),
@@ -260,9 +225,9 @@ REQUIREMENTS_05_2 = [
     ("batches of batch_size", AlwaysHundred, "(of at most 64)"),
     ("the input's name read from the model", ImageOnly, "read the name from the model"),
     ("get_next() returns {input name: batch}", BareArrays, "expected dicts with the one key"),
-    ("float32", Float64, "expected float32"),
-    ("[b, 1, 28, 28]", NoChannel, "add the channel axis"),
-    ("pixels in 0..1", Raw, "got the uint8 values themselves"),
+    ("float32", each_batch(lambda v: v.astype(np.float64)), "expected float32"),
+    ("[b, 1, 28, 28]", each_batch(lambda v: v[:, 0]), "add the channel axis"),
+    ("pixels in 0..1", UNSCALED, "got the uint8 values themselves"),
     ("the digits given, in order", Shuffled, "in another order"),
     ("the last batch may be smaller", PadsTheLastBatch, "with batches of [64, 64, 64, 58]"),
     ("then None", DropsTheLastBatch, "got None after 3 batches"),
@@ -270,30 +235,12 @@ REQUIREMENTS_05_2 = [
 ]
 
 
-class MeanStd(ex05.MnistCalibrationReader):
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: (v - 0.1307) / 0.3081 for k, v in item.items()}
-
-
-class IntegerDivision(ListReader):
-    def __init__(self, model_path, images_uint8, batch_size=100):
-        name = first_input(model_path)
-        self.items = [{name: (images_uint8[i:i + batch_size, None] // 255).astype(np.float32)}
-                      for i in range(0, len(images_uint8), batch_size)]
-        self.i = 0
-
-
-class TenBatches(CalibrationDataReader):
+class TenBatches(ex05.MnistCalibrationReader):
     """The notebook's np.split into 10 batches, whatever batch_size says."""
 
     def __init__(self, model_path, images_uint8, batch_size=100):
-        name = first_input(model_path)
-        scaled = (images_uint8[:, None] / 255).astype(np.float32)
-        self.batches = iter([{name: b} for b in np.array_split(scaled, 10)])
-
-    def get_next(self):
-        return next(self.batches, None)
+        super().__init__(model_path, images_uint8, len(images_uint8))
+        self.batches = iter(np.array_split(next(self.batches), 10))
 
 
 class StopsWithStopIteration(ex05.MnistCalibrationReader):
@@ -307,19 +254,14 @@ class SameFirstBatch(ListReader):
         return self.items[0] if self.i <= len(self.items) else None
 
 
-class ChannelsLast(ex05.MnistCalibrationReader):
-    def get_next(self):
-        item = super().get_next()
-        return None if item is None else {k: v.transpose(0, 2, 3, 1) for k, v in item.items()}
-
-
 OWN_ROUND_05_2 = [
-    ("normalized with MNIST's mean and std", MeanStd, "got values from -0.424 to 2.82"),
-    ("uint8 integer division (0 or 1)", IntegerDivision, "differs"),
+    ("normalized with MNIST's mean and std", MEAN_STD, "got values from -0.424 to 2.82"),
+    ("uint8 integer division (0 or 1)", each_batch(np.floor), "differs"),  # images_uint8 // 255
     ("the notebook's 10 batches whatever batch_size", TenBatches, "expected 4 batches (of at most 64)"),
     ("raises StopIteration at the end", StopsWithStopIteration, "raised StopIteration"),
     ("the first batch again and again", SameFirstBatch, "with batches of [64, 64, 64, 58], got"),
-    ("channels last", ChannelsLast, "expected float32 numpy arrays [batch, 1, 28, 28]"),
+    ("channels last", each_batch(lambda v: v.transpose(0, 2, 3, 1)),
+     "expected float32 numpy arrays [batch, 1, 28, 28]"),
 ]
 
 
@@ -360,44 +302,33 @@ def own_rewrite(fp32_path, int4_path, block_size):
     onnx.save(quantizer.model.model, int4_path)
 
 
-def int4(rewrite=True, block=None, **settings):
+def unchanged(model):
+    return model
+
+
+def int4(rewrite=ex05.gemm_to_matmul, after=unchanged, block=None, **settings):
+    """The solution with a change: the Gemm rewrite before quantizing, one after, the block size, the settings."""
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     def answer(fp32_path, int4_path, block_size):
-        model = onnx.load(fp32_path)
-        quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(model) if rewrite else model,
-                                         block_size=block or block_size,
+        quantizer = MatMulNBitsQuantizer(rewrite(onnx.load(fp32_path)), block_size=block or block_size,
                                          **{"bits": 4, "is_symmetric": True, "accuracy_level": 4, **settings})
         quantizer.process()
-        onnx.save(quantizer.model.model, int4_path)
+        onnx.save(after(quantizer.model.model), int4_path)
     return answer
 
 
-def rewrite_after(fp32_path, int4_path, block_size):  # quantizes first, rewrites Gemm after: it stays float
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
-
-    quantizer = MatMulNBitsQuantizer(onnx.load(fp32_path), bits=4, block_size=block_size, is_symmetric=True,
-                                     accuracy_level=4)
-    quantizer.process()
-    onnx.save(ex05.gemm_to_matmul(quantizer.model.model), int4_path)
-
-
-def reshaped_not_transposed(fp32_path, int4_path, block_size):
+def reshaped_not_transposed(model):
     """Its own Gemm rewrite: W [out, in] reshaped to [in, out] instead of transposed (the values scrambled)."""
     from onnx import numpy_helper
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    model = onnx.load(fp32_path)
     weights = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
         if node.op_type == "Gemm":
             w = numpy_helper.to_array(weights[node.input[1]])
             weights[node.input[1]].CopyFrom(numpy_helper.from_array(w.reshape(w.shape[::-1]), node.input[1]))
             del node.attribute[:]  # no transB: the weight has the [in, out] shape now
-    quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(model), bits=4, block_size=block_size, is_symmetric=True,
-                                     accuracy_level=4)
-    quantizer.process()
-    onnx.save(quantizer.model.model, int4_path)
+    return ex05.gemm_to_matmul(model)
 
 
 def model_returned(fp32_path, int4_path, block_size):  # returns the quantized model, writes nothing
@@ -409,18 +340,17 @@ def model_returned(fp32_path, int4_path, block_size):  # returns the quantized m
     return quantizer.model.model
 
 
-# The text of 05.3, one requirement per row: a wrong answer breaking that requirement alone, and the words of
-# the feedback that name it.
 REQUIREMENTS_05_3 = [
     ("a function int4_weights(fp32_path, int4_path, block_size)", "int4.py", "expected your function"),
     ("writes the file to int4_path", model_returned, "no file at"),
-    ("every Gemm as 4-bit blocks (rewritten first)", int4(rewrite=False), "the quantizer skips Gemm"),
-    ("every MatMul as 4-bit blocks", rewrite_after, "found 1 MatMulNBits and ['MatMul'] float layers"),
+    ("every Gemm as 4-bit blocks (rewritten first)", int4(rewrite=unchanged), "the quantizer skips Gemm"),
+    ("every MatMul as 4-bit blocks", int4(rewrite=unchanged, after=ex05.gemm_to_matmul),  # Gemm rewritten too late
+     "found 1 MatMulNBits and ['MatMul'] float layers"),
     ("bits=4", int4(bits=8), "bits=8 (expected 4)"),
     ("symmetric", int4(is_symmetric=False), "zero points stored"),
     ("accuracy_level=4", int4(accuracy_level=None), "accuracy_level=None (expected 4)"),
     ("the block_size given", int4(block=32), "block_size=32 (expected 16)"),
-    ("classifies like the fp32 model", reshaped_not_transposed, "picks the fp32 model's digit on only"),
+    ("classifies like the fp32 model", int4(rewrite=reshaped_not_transposed), "picks the fp32 model's digit on only"),
 ]
 
 
@@ -483,8 +413,8 @@ def test_int4_accepts_the_notebooks_own_rewrite_which_calls_check_model():
     assert feedback.ok, str(feedback)
 
 
-def test_every_model_handed_to_the_learner_passes_check_model(tmp_path):
+def test_every_model_handed_to_the_learner_passes_check_model():
     from helpers.grading.checks.ex05 import fresh_model
 
     for kind in ("cnn", "mlp"):
-        onnx.checker.check_model(onnx.load(fresh_model(tmp_path / f"{kind}.onnx", kind)), full_check=True)
+        onnx.checker.check_model(fresh_model(kind), full_check=True)

@@ -7,75 +7,87 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import Wrong, as_model_path, contract_input, load_model, require_callable
-from helpers.grading.checks._common import session as open_session
+from helpers.grading.checks._common import session, test_images, varied_model
+from helpers.pipeline.artifacts import built_artifact
 
 LAYERS = ("Conv", "Gemm", "MatMul")
 
 
-def fresh_model(path: Path, kind: str = "cnn") -> Path:
-    """A classifier unlike the series' ones (``"cnn"`` or ``"mlp"``), input 'pixels', output 'scores', head fitted."""
+def checked_model(name: str, nodes: list, weights: dict, output: str, width: int):
+    """Input 'pixels' [batch, 1, 28, 28], ``output`` [batch, width], ``weights`` ('flat' int64), nodes named."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    from helpers.data.mnist import load_mnist
+    inits = [numpy_helper.from_array(np.asarray(a, np.int64 if n == "flat" else np.float32), n)
+             for n, a in weights.items()]
+    value = lambda tensor, shape: helper.make_tensor_value_info(tensor, TensorProto.FLOAT, shape)  # noqa: E731
+    graph = helper.make_graph(nodes, name, [value("pixels", ["batch", 1, 28, 28])], [value(output, ["batch", width])],
+                              inits)
+    for i, node in enumerate(graph.node):
+        node.name = f"{node.op_type.lower()}_{i}"
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)  # every model handed to the learner's code is valid ONNX
+    return model
 
-    rng, node = np.random.default_rng(5), helper.make_node
-    shapes = {"h": 864 if kind == "cnn" else 100, "scores": 10}  # the declared width of each graph output
+
+def cnn_nodes(kernel: int, pad: int, stride: int) -> list:
+    """Conv w1 (``kernel``, ``pad``), Relu, Conv w2 (3x3, ``stride``, pad 1), Relu, reshaped by 'flat' to 'h'."""
+    from onnx.helper import make_node
+
+    return [make_node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[kernel, kernel], pads=[pad] * 4),
+            make_node("Relu", ["c1"], ["r1"]),
+            make_node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[stride] * 2, pads=[1] * 4),
+            make_node("Relu", ["c2"], ["r2"]), make_node("Reshape", ["r2", "flat"], ["h"])]
+
+
+def dense(op: str, w: str, b: str) -> list:
+    """'scores' from 'h': one Gemm (``w`` stored [10, in]) or a MatMul and an Add (``w`` stored [in, 10])."""
+    from onnx.helper import make_node
+
+    if op == "Gemm":
+        return [make_node("Gemm", ["h", w, b], ["scores"], transB=1)]
+    return [make_node("MatMul", ["h", w], ["h_" + w]), make_node("Add", ["h_" + w, b], ["scores"])]
+
+
+def fresh_model(kind: str = "cnn"):
+    """A classifier unlike the series' ones (``"cnn"`` or ``"mlp"``), input 'pixels', output 'scores', head fitted."""
+    from onnx.helper import make_node
+
+    rng = np.random.default_rng(5)
     if kind == "cnn":
         weights = {"w1": rng.normal(0, 0.3, (4, 1, 5, 5)), "b1": np.zeros(4), "w2": rng.normal(0, 0.3, (6, 4, 3, 3)),
                    "b2": np.zeros(6), "flat": [-1, 864]}
-        body = [node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[5, 5]), node("Relu", ["c1"], ["r1"]),
-                node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
-                node("Relu", ["c2"], ["r2"]), node("Reshape", ["r2", "flat"], ["h"])]
+        body, width, head = cnn_nodes(5, 0, 2), 864, "Gemm"
     else:
         weights = {"w1": rng.normal(0, 0.1, (100, 784)), "b1": rng.normal(0, 0.5, 100), "flat": [-1, 784]}
-        body = [node("Reshape", ["pixels", "flat"], ["x"]), node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1),
-                node("Relu", ["g1"], ["h"])]
-
-    def model(nodes, output):
-        inits = [numpy_helper.from_array(np.asarray(a, np.int64 if n == "flat" else np.float32), n)
-                 for n, a in weights.items()]
-        value = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
-        graph = helper.make_graph(nodes, f"fresh_{kind}", [value("pixels", ["batch", 1, 28, 28])],
-                                  [value(output, ["batch", shapes[output]])], inits)
-        for i, n in enumerate(graph.node):
-            n.name = f"{n.op_type.lower()}_{i}"
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-
+        body = [make_node("Reshape", ["pixels", "flat"], ["x"]), make_node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1),
+                make_node("Relu", ["g1"], ["h"])]
+        width, head = 100, "MatMul"
     data = load_mnist()
-    hidden = open_session(model(body, "h").SerializeToString()).run(
+    hidden = session(checked_model(f"fresh_{kind}", body, weights, "h", width).SerializeToString()).run(
         None, {"pixels": contract_input(data.x_train[:2000])})[0]
-    w = np.linalg.solve(hidden.T @ hidden + 10 * np.eye(hidden.shape[1]), hidden.T @ np.eye(10)[data.y_train[:2000]])
-    if kind == "cnn":
-        weights.update(w3=w.T, b3=np.zeros(10))
-        head = [node("Gemm", ["h", "w3", "b3"], ["scores"], transB=1)]
-    else:
-        weights.update(w2=w, b2=np.zeros(10))
-        head = [node("MatMul", ["h", "w2"], ["m2"]), node("Add", ["m2", "b2"], ["scores"])]
-    final = model(body + head, "scores")
-    onnx.checker.check_model(final, full_check=True)  # every model handed to the learner's code is valid ONNX
-    path.write_bytes(final.SerializeToString())
-    return path
+    w = np.linalg.solve(hidden.T @ hidden + 10 * np.eye(width), hidden.T @ np.eye(10)[data.y_train[:2000]])
+    weights.update(w3=w.T if head == "Gemm" else w, b3=np.zeros(10))
+    return checked_model(f"fresh_{kind}", body + dense(head, "w3", "b3"), weights, "scores", 10)
 
 
-def _run(answer, what: str, *args) -> Path:
+def _run(answer, what: str, source: Path, target: Path, argument) -> Path:
     """Call the learner's function; its output file must exist and be an ONNX model."""
     try:
-        answer(*map(str, args[:2]), *args[2:])
+        answer(str(source), str(target), argument)
     except Exception as err:  # whatever the learner's function raises is reported
-        hint = " (the input name differs: read it from the model)" if "inputs" in str(err) and "missing" in str(
-            err) else ""
+        missing_input = "inputs" in str(err) and "missing" in str(err)
+        hint = " (the input name differs: read it from the model)" if missing_input else ""
         raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}{hint}") from err
-    return as_model_path(args[1])
+    return as_model_path(target)
 
 
 def _agreement(fp32: Path, small: Path, what: str, minimum: float) -> float:
     """Share of 1,000 test digits (never handed to the learner) on which both files pick the same digit."""
-    from helpers.data.mnist import load_mnist
-
-    x = contract_input(load_mnist().x_test[:1000])
-    sessions = [open_session(p) for p in (fp32, small)]
+    x = test_images(1000)[0]
+    sessions = [session(p) for p in (fp32, small)]
     picks = [s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) for s in sessions]
     agreement = float((picks[0] == picks[1]).mean())
     if agreement < minimum:
@@ -94,8 +106,6 @@ N_CALIBRATION = 300
 
 def calibration_digits(kind: str) -> np.ndarray:
     """The training digits the check hands to the learner's function for call ``kind`` (see CALLS)."""
-    from helpers.data.mnist import load_mnist
-
     train, rng = load_mnist().x_train, np.random.default_rng(5051 + CALLS[kind][1])
     digits = train[rng.choice(len(train), N_CALIBRATION, replace=False)]
     if kind != "normal":
@@ -122,7 +132,9 @@ def input_range(path) -> float:
 
 
 def _structure(path, what: str) -> int:
-    """Static, QDQ, every layer reading dequantized tensors, one weight scale per channel; the layer count."""
+    """Static, QDQ, every layer reading dequantized tensors, one weight scale per channel, 8-bit; the layer count."""
+    from onnx import TensorProto
+
     model = load_model(path)
     ops = {n.op_type for n in model.graph.node}
     if "DynamicQuantizeLinear" in ops:
@@ -142,31 +154,21 @@ def _structure(path, what: str) -> int:
     per_tensor = [n.op_type for n in layers if np.prod(inits[producer[n.input[1]].input[1]].dims) == 1]
     if per_tensor:
         raise Wrong(f"on {what}: expected one weight scale per output channel, got a single scale in {per_tensor}")
-    return len(layers)
-
-
-def _eight_bit(path, what: str) -> None:
-    """Every stored zero point of the QDQ pairs is int8 or uint8 (int32 for biases): not int4 or int16."""
-    from onnx import TensorProto
-
-    model = load_model(path)
-    types = {t.name: TensorProto.DataType.Name(t.data_type) for t in model.graph.initializer}
-    used = {types[n.input[2]] for n in model.graph.node
-            if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 2 and n.input[2] in types}
+    used = {TensorProto.DataType.Name(inits[n.input[2]].data_type) for n in model.graph.node
+            if n.op_type in ("QuantizeLinear", "DequantizeLinear") and len(n.input) > 2 and n.input[2] in inits}
     other = sorted(used - {"INT8", "UINT8", "INT32"})  # int32: the biases, as quantize_static stores them
     if other:
         raise Wrong(f"on {what}: expected 8-bit integers (int8 or uint8) for the weights and activations, got "
                     f"{other} in QuantizeLinear/DequantizeLinear")
+    return len(layers)
 
 
 def check_static_int8(answer):
     import onnx
 
-    from helpers.grading.checks._common import varied_model
-
     require_callable(answer, "quantize_int8(fp32_path, int8_path, train_uint8)")
     with tempfile.TemporaryDirectory() as tmp:
-        cnn = onnx.load(fresh_model(Path(tmp) / "fresh_cnn.onnx"))
+        cnn = fresh_model()
         files, fp32, reach = {}, {}, {}
         for kind, (name, seed) in CALLS.items():
             fp32[kind] = Path(tmp) / f"cnn_{kind.replace(' ', '_')}.onnx"
@@ -174,7 +176,6 @@ def check_static_int8(answer):
             what = f"the check's CNN (input {name!r}) with {N_CALIBRATION} {kind} training digits"
             files[kind] = _run(answer, what, fp32[kind], Path(tmp) / f"int8_{seed}.onnx", calibration_digits(kind))
             layers = _structure(files[kind], what)
-            _eight_bit(files[kind], what)
             reach[kind] = input_range(files[kind])
             if kind == "normal" and not 0.9 <= reach[kind] <= 1.1:
                 raise Wrong(f"on {what}, whose brightest pixels are 255: the int8 file's input range reaches "
@@ -217,11 +218,12 @@ def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int | Non
         hint = " (read the name from the model)" if name != "image" else ""
         raise Wrong(f"expected dicts with the one key {name!r}, got {keys} ({what}){hint}")
     arrays = [item[name] for item in got[:len(sizes)]]
-    shapes = [np.shape(a) for a in arrays]
-    if shapes != [(n, 1, 28, 28) for n in sizes] or any(getattr(a, "dtype", None) != np.float32 for a in arrays):
-        hint = " (add the channel axis: images[:, None])" if shapes == [(n, 28, 28) for n in sizes] else ""
-        raise Wrong(f"expected float32 numpy arrays [batch, 1, 28, 28] with batches of {sizes}, got "
-                    f"{[(str(getattr(a, 'dtype', type(a).__name__)), list(np.shape(a))) for a in arrays]} ({what}){hint}")
+    kinds = [(str(getattr(a, "dtype", type(a).__name__)), list(np.shape(a))) for a in arrays]
+    if kinds != [("float32", [n, 1, 28, 28]) for n in sizes]:
+        no_channel = [shape for _, shape in kinds] == [[n, 28, 28] for n in sizes]
+        hint = " (add the channel axis: images[:, None])" if no_channel else ""
+        raise Wrong(f"expected float32 numpy arrays [batch, 1, 28, 28] with batches of {sizes}, got {kinds} "
+                    f"({what}){hint}")
     pixels = np.concatenate(arrays)[:, 0].astype(np.float64)
     if np.allclose(pixels, digits, atol=1e-3) and digits.max() > 1:
         raise Wrong(f"expected pixels in 0..1, got the uint8 values themselves, up to {pixels.max():g} ({what})")
@@ -229,8 +231,7 @@ def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int | Non
         raise Wrong(f"expected pixels in the contract's 0..1 (the digits / 255), got values from {pixels.min():.3g} "
                     f"to {pixels.max():.3g} ({what})")
     if not np.allclose(pixels * 255, digits, atol=1e-3):
-        same = [np.allclose(p * 255, d, atol=1e-3) for p, d in zip(pixels, digits)]
-        first = same.index(False)
+        first = next(i for i, (p, d) in enumerate(zip(pixels, digits)) if not np.allclose(p * 255, d, atol=1e-3))
         order = " (the same digits in another order)" if np.allclose(np.sort(pixels.ravel()) * 255,
                                                                      np.sort(digits.ravel()), atol=1e-3) else ""
         raise Wrong(f"expected the digits handed to the reader, divided by 255, in order; digit {first} of "
@@ -240,10 +241,6 @@ def _batches(reader_class, model_path, digits: np.ndarray, batch_size: int | Non
 def check_calibration_reader(answer):
     import onnx
     from onnxruntime.quantization import CalibrationDataReader
-
-    from helpers.grading.checks._common import varied_model
-    from helpers.data.mnist import load_mnist
-    from helpers.pipeline.artifacts import built_artifact
 
     if not inspect.isclass(answer):
         raise Wrong(f"expected your reader class itself, called as Reader(model_path, images_uint8, batch_size), "
@@ -270,11 +267,9 @@ BLOCK_SIZES = {16: ("pixels", "scores"), 64: ("features", "class_logits")}  # bl
 def check_int4_weights(answer):
     import onnx
 
-    from helpers.grading.checks._common import varied_model
-
     require_callable(answer, "int4_weights(fp32_path, int4_path, block_size)")
     with tempfile.TemporaryDirectory() as tmp:
-        mlp, what = onnx.load(fresh_model(Path(tmp) / "fresh_mlp.onnx", "mlp")), "the check's MLP (one Gemm, one MatMul)"
+        mlp, what = fresh_model("mlp"), "the check's MLP (one Gemm, one MatMul)"
         for block, (name_in, name_out) in BLOCK_SIZES.items():
             fp32 = Path(tmp) / f"mlp_{block}.onnx"
             onnx.save(varied_model(mlp, block, name_in, name_out), fp32)  # valid ONNX: onnx.checker passes it
@@ -283,10 +278,9 @@ def check_int4_weights(answer):
             left = [n.op_type for n in nodes if n.op_type in LAYERS]
             nbits = [n for n in nodes if n.op_type == "MatMulNBits"]
             if left or len(nbits) != 2:
+                skips = " (the quantizer skips Gemm: rewrite it as MatMul + Add first)" if "Gemm" in left else ""
                 raise Wrong(f"block {block}: expected both layers of {what} as MatMulNBits, found {len(nbits)} "
-                            f"MatMulNBits and {left or 'no'} float layers" + (
-                                " (the quantizer skips Gemm: rewrite it as MatMul + Add first)" if "Gemm" in left
-                                else ""))
+                            f"MatMulNBits and {left or 'no'} float layers{skips}")
             for node in nbits:
                 attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
                 problems = [f"{k}={attrs.get(k)} (expected {v})" for k, v in

@@ -12,11 +12,13 @@ from unittest import mock
 import numpy as np
 
 from helpers.grading.checks._common import Wrong, require_callable, require_keys
+from helpers.grading.checks.ex05 import checked_model, cnn_nodes, dense
+from helpers.pipeline.artifacts import built_artifact
 
 # ---------------------------------------------------------------------------------------------- 06.1
 SLOW_FIRST_CALLS = 3  # the stand-in model's first calls are slow, as a real model's are (allocation, kernel choice)
 TICK_S = 1 / 64  # a coarse wall clock: time.time() on some systems advances in steps of 15.6 ms
-HELPER_MODULES = ("helpers.measure.timing", "helpers.measure.side_by_side")  # the series' own timing loops, which the task rules out
+HELPER_MODULES = ("helpers.measure.timing", "helpers.measure.side_by_side")  # the series' loops, ruled out
 
 
 MODELS = {  # a quick model and a slower one, durations (ms) drawn in ranges that a single fixed answer cannot match
@@ -50,10 +52,8 @@ def _close(value, truth) -> bool:
 
 def check_fair_time(answer):
     require_callable(answer, "fair_time(fn) -> {'p50_us': ..., 'p90_us': ..., 'n': ...}")
-    rng, details = np.random.default_rng(), []
-    for kind in MODELS:
-        details.append(_check_fair_time_on(answer, kind, rng))
-    return details
+    rng = np.random.default_rng()
+    return [_check_fair_time_on(answer, kind, rng) for kind in MODELS]
 
 
 def _check_fair_time_on(answer, kind, rng) -> str:
@@ -115,9 +115,8 @@ def _check_fair_time_on(answer, kind, rng) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- 06.2
-def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, batch=1, padded=True,
-                    strided=True) -> int:
-    """Multiply-adds for one image, layer by layer (``per_position``, ``batch``, ``padded``, ``strided``: the slips)."""
+def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, padded=True, strided=True) -> int:
+    """Multiply-adds for one image, layer by layer (``per_position``, ``padded``, ``strided``: the slips)."""
     import onnx
     from onnx import helper, numpy_helper
 
@@ -131,10 +130,9 @@ def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True
             out_channels, in_per_group, kh, kw = weights[node.input[1]].shape
             pads = attrs.get("pads", [0, 0, 0, 0]) if padded else [0, 0, 0, 0]
             strides = attrs.get("strides", [1, 1]) if strided else [1, 1]
-            dilations = attrs.get("dilations", [1, 1])
-            height = (height + pads[0] + pads[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
-            width = (width + pads[1] + pads[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
-            positions = (batch * height * width if per_position else 1) if node.op_type in op_types else 0
+            height = (height + pads[0] + pads[2] - kh) // strides[0] + 1
+            width = (width + pads[1] + pads[3] - kw) // strides[1] + 1
+            positions = (height * width if per_position else 1) if node.op_type in op_types else 0
             macs += out_channels * in_per_group * kh * kw * positions
         elif node.op_type in op_types and node.input[1] in weights:
             macs += weights[node.input[1]].size  # one multiply-add per weight per image
@@ -144,7 +142,6 @@ def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True
 def random_cnn(path: Path, rng, head: str = "Gemm") -> Path:
     """A CNN with layer sizes drawn by ``rng`` (28x28 in, 10 scores out, random weights), checked by onnx."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
     k1, c1, c2 = int(rng.choice([3, 5, 7])), int(rng.integers(3, 9)), int(rng.integers(4, 12))
     pad1, stride2 = int(rng.choice([0, k1 // 2])), int(rng.choice([2, 3]))
@@ -152,23 +149,10 @@ def random_cnn(path: Path, rng, head: str = "Gemm") -> Path:
     side = (side + 2 - 3) // stride2 + 1
     flat = c2 * side * side
     weights = {"w1": rng.normal(0, 0.3, (c1, 1, k1, k1)), "b1": rng.normal(0, 0.1, c1),
-               "w2": rng.normal(0, 0.3, (c2, c1, 3, 3)), "b2": rng.normal(0, 0.1, c2), "shape": [-1, flat],
+               "w2": rng.normal(0, 0.3, (c2, c1, 3, 3)), "b2": rng.normal(0, 0.1, c2), "flat": [-1, flat],
                "w3": rng.normal(0, 0.1, (10, flat) if head == "Gemm" else (flat, 10)), "b3": np.zeros(10)}
-    node = helper.make_node
-    nodes = [node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[k1, k1], pads=[pad1] * 4),
-             node("Relu", ["c1"], ["r1"]),
-             node("Conv", ["r1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], strides=[stride2] * 2, pads=[1] * 4),
-             node("Relu", ["c2"], ["r2"]), node("Reshape", ["r2", "shape"], ["h"])]
-    nodes += ([node("Gemm", ["h", "w3", "b3"], ["scores"], transB=1)] if head == "Gemm" else
-              [node("MatMul", ["h", "w3"], ["m3"]), node("Add", ["m3", "b3"], ["scores"])])
-    inits = [numpy_helper.from_array(np.asarray(a, np.int64 if n == "shape" else np.float32), n)
-             for n, a in weights.items()]
-    graph = helper.make_graph(nodes, f"check_cnn_{k1}_{c1}_{c2}",
-                              [helper.make_tensor_value_info("pixels", TensorProto.FLOAT, ["N", 1, 28, 28])],
-                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", 10])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    onnx.checker.check_model(model, full_check=True)  # what a learner's own check_model would say: a checker bug
-    onnx.save(model, path)
+    nodes = cnn_nodes(k1, pad1, stride2) + dense(head, "w3", "b3")
+    onnx.save(checked_model(f"check_cnn_{k1}_{c1}_{c2}", nodes, weights, "scores", 10), path)
     return path
 
 
@@ -180,7 +164,7 @@ def _macs_hint(got: int, path) -> str:
     if got == _reference_macs(path, per_position=False):
         return " (that is the number of weights: a convolution applies each weight at every output position)"
     if got == 2 * want:
-        return " (that is twice the multiply-adds: FLOPs count a multiply and an add, the exercise asks for multiply-adds)"
+        return " (that is twice the multiply-adds: FLOPs count a multiply and an add; the task counts multiply-adds)"
     if got == dense:
         return " (the Conv layers add nothing to your count)"
     for op, n in by_layer.items():
@@ -198,8 +182,6 @@ def _macs_hint(got: int, path) -> str:
 
 
 def check_macs(answer):
-    from helpers.pipeline.artifacts import built_artifact
-
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
     rng, details = np.random.default_rng(), []
     with tempfile.TemporaryDirectory() as tmp:
@@ -212,7 +194,8 @@ def check_macs(answer):
             try:
                 got = answer(str(path))
             except Exception as err:  # whatever the learner's function raises is reported
-                raise Wrong(f"expected macs_per_image(path) to run on {what}; it raised {type(err).__name__}: {err}") from err
+                raise Wrong(f"expected macs_per_image(path) to run on {what}; it raised "
+                            f"{type(err).__name__}: {err}") from err
             if isinstance(got, bool) or not isinstance(got, Real) or not math.isfinite(got) or float(got) != int(got):
                 raise Wrong(f"expected a whole number of multiply-adds for {what}, got {got!r}")
             want = _reference_macs(path)
