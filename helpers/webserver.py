@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8004, help="port to listen on (default 8004; 0 = any free port)")
     try:
         server = PageServer(port=parser.parse_args(argv).port).start()
-    except OSError as err:  # FileNotFoundError included
+    except OSError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     labels = [m["label"] for m in server.models]

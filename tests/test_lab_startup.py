@@ -15,7 +15,7 @@ START_TIMEOUT_S = 300  # a hang guard, not a speed limit
 
 
 def test_no_package_json_above_the_venv_makes_its_javascript_es_modules():
-    """``.venv/`` is inside the repository: a ``"type": "module"`` there makes Node load JupyterLab's yarn.js wrong."""
+    """``.venv/`` is inside the repository: a root ``"type": "module"`` makes Node load JupyterLab's yarn.js as ESM."""
     assert "type" not in json.loads((REPO_ROOT / "package.json").read_text())
     assert json.loads((REPO_ROOT / "web" / "package.json").read_text())["type"] == "module"
 

@@ -54,7 +54,8 @@ def node_report(node, model, images: np.ndarray, folder, *options) -> dict:
 def python_logits(model, images: np.ndarray) -> tuple[ort.InferenceSession, np.ndarray]:
     """Python onnxruntime's session and logits on the same uint8 images (divided by 255, as the script does)."""
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    return session, session.run(None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)})[0]  # float32
+    (logits,) = session.run(None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)})  # float32 input
+    return session, logits
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +86,9 @@ QUANTIZED = [f"quantized/mnist_{key}.{precision}.onnx" for key in ("mlp_pytorch"
 @pytest.mark.parametrize("name", QUANTIZED)
 def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
     """Notebook 05's variants, in the page's picker: Python's digit on >= 99 % (kernels round per instruction set)."""
-    js = np.array(node_report(node, built_artifact(name), mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32)
-    _, py = python_logits(built_artifact(name), mnist.x_test[:2000])
+    model = built_artifact(name)
+    js = np.array(node_report(node, model, mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32)
+    _, py = python_logits(model, mnist.x_test[:2000])
     assert js.shape == py.shape == (2000, 10)
     assert (js.argmax(1) == py.argmax(1)).mean() >= 0.99
 
@@ -155,7 +157,8 @@ def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node
     python_message = capsys.readouterr().err.strip()
     assert result.stderr.strip() == python_message and "--invert" in python_message, (result.stderr, python_message)
     assert "--preprocess mnist" in python_message and "the background is not dark" in python_message
-    assert (np.array(node_report(node, model, dark, tmp_path, "--invert")["logits"]).argmax(1) == labels).mean() >= 0.95
+    inverted = node_report(node, model, dark, tmp_path, "--invert")
+    assert (np.array(inverted["logits"]).argmax(1) == labels).mean() >= 0.95
 
 
 def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist, tmp_path):

@@ -19,6 +19,7 @@ from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import artifacts_dir
 from helpers.webserver import FP32_MODELS, PageServer
 
+
 @pytest.fixture(scope="module")
 def server():
     models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS]
