@@ -1,5 +1,4 @@
-"""The checks of notebook 00: every requirement the exercise text states, broken alone, is refused with feedback
-naming it (the tables below); right answers written differently from solutions/ pass."""
+"""Notebook 00's checks: a requirement broken alone is refused, named (the tables below); right answers pass."""
 from __future__ import annotations
 
 import functools
@@ -14,7 +13,7 @@ from onnx.reference import ReferenceEvaluator
 from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights
 from helpers.grading.exercises import check
 from solutions.ex00 import interpret
-from tables import refused
+from tables import accepted, refused
 
 
 # ----------------------------------------------------------------------------------------------- 00.1 classifier
@@ -24,19 +23,13 @@ def classifier(W=None, b=None, transB=1, ops=("Gemm", "Softmax"), output="probab
     """A hand-built answer to 00.1, right by default; each argument makes one realistic mistake."""
     W0, b0 = given_weights()
     W, b = W0 if W is None else W, b0 if b is None else b
+    weights = {"Gemm": ["W", "b"], "MatMul": ["W"], "Add": ["b"]}  # the inputs after the previous node's output
+    softmax = {} if softmax_axis is None else {"axis": softmax_axis}
+    attributes = {"Gemm": dict(transB=transB, **gemm_attrs), "Softmax": softmax}
     nodes, last = [], x_name
     for i, op in enumerate(ops):
         out = output if i == len(ops) - 1 else f"t{i}"
-        if op == "Gemm":
-            nodes.append(helper.make_node("Gemm", [last, "W", "b"], [out], transB=transB, **gemm_attrs))
-        elif op == "MatMul":
-            nodes.append(helper.make_node("MatMul", [last, "W"], [out]))
-        elif op == "Add":
-            nodes.append(helper.make_node("Add", [last, "b"], [out]))
-        elif op == "Softmax" and softmax_axis is not None:
-            nodes.append(helper.make_node("Softmax", [last], [out], axis=softmax_axis))
-        else:
-            nodes.append(helper.make_node(op, [last], [out]))
+        nodes.append(helper.make_node(op, [last, *weights.get(op, [])], [out], **attributes.get(op, {})))
         last = out
     out_shape = [out_batch or batch, 3] if out_shape == "default" else out_shape
     graph = helper.make_graph(nodes, "answer",
@@ -57,8 +50,7 @@ def test_classifier_right_answers_written_differently_pass(tmp_path):
     old_style.opset_import[0].version = 13
     old_style.graph.input.extend([helper.make_tensor_value_info("W", TensorProto.FLOAT, [3, 4]),
                                   helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])])
-    feedback = check("00.1", old_style)
-    assert feedback.ok, str(feedback)
+    accepted("00.1", old_style)
     # the notebook's own code (section 1) applied to the new case: other initializer and tensor names
     W, b = given_weights()
     graph = helper.make_graph(
@@ -69,8 +61,7 @@ def test_classifier_right_answers_written_differently_pass(tmp_path):
         initializer=[numpy_helper.from_array(W, name="weight"), numpy_helper.from_array(b, name="bias")])
     model = helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 20)])
     onnx.checker.check_model(model, full_check=True)
-    feedback = check("00.1", model)
-    assert feedback.ok, str(feedback)
+    accepted("00.1", model)
 
 
 W_RANDOM = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
@@ -106,12 +97,7 @@ CLASSIFIER_OWN_ROUND = {
     "W transposed, transB=1 kept": (dict(W=given_weights()[0].T.copy()), ["yours is [4, 3] with transB=1"]),
     "transB forgotten": (dict(transB=0), ["transB=1", "yours is [3, 4] with transB=0"]),
     "output declared without a shape": (dict(out_shape=None), ["no shape at all"]),
-    "output batch named differently": CLASSIFIER_REQUIREMENTS["output batch is the input's"],
-    "float64 weights": CLASSIFIER_REQUIREMENTS["W float32"],
     "transB misspelt transb": (dict(transB=0, transb=1), ["transB=1", "with transB=0"]),
-    "alpha written as an int": CLASSIFIER_REQUIREMENTS["passes check_model"],
-    "bias zero": CLASSIFIER_REQUIREMENTS["b as given"],
-    "x declared float64": CLASSIFIER_REQUIREMENTS["input float32"],
 }
 
 
@@ -125,18 +111,22 @@ def test_classifier_requirement_broken_alone_is_named_without_the_expected_outpu
 
 
 # ----------------------------------------------------------------------------------------------- 00.2 interpreter
-def interpret_with_a_table(model, image):
-    """A right answer written differently: one lambda per op type, einsum for Gemm, names from the node lists."""
+def interpret_with_a_table(model, image, changes=None, input_name=None, output_name=None):
+    """A right answer written differently: one lambda per op type, einsum for Gemm, names from the node lists
+    (a wrong one with ``changes``, op type -> its wrong implementation given the trans attributes, or fixed names)."""
     def gemm(a, b, c=0.0, alpha=1.0, beta=1.0, transA=0, transB=0):
         return alpha * np.einsum("ij,jk->ik", a.T if transA else a, b.T if transB else b) + beta * c
 
     ops = {"Sub": np.subtract, "Div": np.divide, "Relu": lambda a: np.clip(a, 0, None),
-           "Reshape": lambda a, shape: np.reshape(a, shape), "Gemm": gemm}
-    env = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer} | {model.graph.input[0].name: image}
+           "Reshape": lambda a, shape: np.reshape(a, shape), "Gemm": gemm} | (changes or {})
+    env = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    env[input_name or model.graph.input[0].name] = image
     for node in model.graph.node:
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name != "allowzero"}
+        if node.op_type in (changes or {}):
+            attrs = {k: v for k, v in attrs.items() if k.startswith("trans")}
         (env[node.output[0]],) = [ops[node.op_type](*(env[t] for t in node.input), **attrs)]
-    return env[model.graph.output[0].name]
+    return env[output_name or model.graph.output[0].name]
 
 
 class Interpreter:
@@ -166,8 +156,7 @@ def interpret_checking_first(model, image):
 
 @pytest.mark.parametrize("answer", [interpret, interpret_with_a_table, Interpreter(), interpret_checking_first])
 def test_interpreter_right_answers_pass(answer):
-    feedback = check("00.2", answer)
-    assert feedback.ok, str(feedback)
+    accepted("00.2", answer)
 
 
 def _mlp_path():
@@ -177,30 +166,11 @@ def _mlp_path():
 
 
 def _patched_interpreter(input_name=None, output_name=None, finish=None, validate=False, **changes):
-    """The worked interpreter with one thing done wrong (``changes``: op type -> its wrong implementation)."""
+    """The table interpreter with one thing done wrong (``changes``: op type -> its wrong implementation)."""
     def wrong(model, image):
         if validate:
             onnx.checker.check_model(model, full_check=True)
-        values = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-        values[input_name or model.graph.input[0].name] = image
-        for node in model.graph.node:
-            x = [values[n] for n in node.input]
-            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-            if node.op_type in changes:
-                out = changes[node.op_type](*x, **{k: v for k, v in attrs.items() if k.startswith("trans")})
-            elif node.op_type == "Sub":
-                out = x[0] - x[1]
-            elif node.op_type == "Div":
-                out = x[0] / x[1]
-            elif node.op_type == "Reshape":
-                out = x[0].reshape(x[1])
-            elif node.op_type == "Gemm":
-                a = x[0].T if attrs.get("transA") else x[0]
-                out = a @ (x[1].T if attrs.get("transB") else x[1]) + x[2]
-            elif node.op_type == "Relu":
-                out = np.maximum(x[0], 0)
-            values[node.output[0]] = out.astype(np.float32)
-        result = values[output_name or model.graph.output[0].name]
+        result = interpret_with_a_table(model, image, changes, input_name, output_name)
         return finish(result) if finish else result
     return wrong
 
@@ -253,13 +223,8 @@ INTERPRETER_OWN_ROUND = {
                                  [RENAMED, "node 5 (Gemm)"]),
     "Gemm never transposes B": (_patched_interpreter(Gemm=lambda a, b, c, **t: a @ b + c),
                                 ["on the exported MLP", "node 3 (Gemm), which raises ValueError"]),
-    "Gemm guesses the transposition from the shapes": INTERPRETER_REQUIREMENTS["Gemm with transB"],
-    "Gemm ignores transA": INTERPRETER_REQUIREMENTS["Gemm with transA"],
-    "Gemm forgets C": INTERPRETER_REQUIREMENTS["Gemm adds C"],
     "Reshape hard-codes 784": (_patched_interpreter(Reshape=lambda a, shape: a.reshape(-1, 784)),
                                [RESHAPED, "node 2 (Reshape): its output has the shape"]),
-    "Reshape hard-codes a batch of 5": INTERPRETER_REQUIREMENTS["any batch of other digits"],
-    "Sub operands swapped": INTERPRETER_REQUIREMENTS["Sub"],
     "Div operands swapped": (_patched_interpreter(Div=lambda a, b: b / a), ["node 1 (Div)"]),
     "Relu forgotten, validating first": (_patched_interpreter(Relu=lambda a: a, validate=True), ["node 4 (Relu)"]),
     "the exported file's tensor names hard-coded": (_patched_interpreter(input_name="image", output_name="logits"),

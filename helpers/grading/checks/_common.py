@@ -90,22 +90,6 @@ def reference_logits(filename: str, images):
     return session(built_artifact(filename)).run(["logits"], {"image": images})[0]
 
 
-def renamed_copy(path) -> bytes:
-    """The model at ``path`` with 'image' renamed 'pixel' and 'logits' 'scores', byte for byte, without ``onnx``."""
-    data = Path(path).read_bytes()
-    for old, new in ((b"\x0a\x05image", b"\x0a\x05pixel"), (b"\x0a\x06logits", b"\x0a\x06scores"),
-                     (b"\x12\x06logits", b"\x12\x06scores")):
-        data = data.replace(old, new)
-    original, renamed = session(path), session(data)
-    if [i.name for i in renamed.get_inputs()] != ["pixel"] or [o.name for o in renamed.get_outputs()] != ["scores"]:
-        raise RuntimeError(f"could not rename the tensors of {path}")  # a checker bug, not the learner's
-    import numpy as np
-
-    probe = np.random.default_rng(0).random((3, 1, 28, 28), dtype=np.float32)
-    np.testing.assert_array_equal(renamed.run(None, {"pixel": probe})[0], original.run(None, {"image": probe})[0])
-    return data
-
-
 def varied_model(model, seed: int, input_name: str | None = None, output_name: str | None = None,
                  relative_noise: float = 0.0):
     """A copy of ``model`` with new input/output names and every weight moved by noise (needs ``onnx``)."""
@@ -138,7 +122,8 @@ def write_varied_copy(source, target, seed: int, input_name: str, output_name: s
     import sys
 
     spec = json.dumps([str(source), str(target), seed, input_name, output_name, relative_noise])
-    result = subprocess.run([sys.executable, "-m", "helpers.grading.checks._common", spec], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "helpers.grading.checks._common", spec],
+                            capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"could not build a varied copy of {source}:\n{result.stderr}")  # a checker bug
     built = session(target)
