@@ -75,13 +75,14 @@ def each_batch(change):
     return Changed
 
 
+class ImageOnly(ex05.MnistCalibrationReader):
+    def __init__(self, model_path, images_uint8, batch_size=100):
+        super().__init__(model_path, images_uint8, batch_size)
+        self.input_name = "image"
+
+
 UNSCALED = each_batch(lambda v: v * np.float32(255))  # the uint8 values as float32
 MEAN_STD = each_batch(lambda v: (v - 0.1307) / 0.3081)  # normalized, though the model normalizes inside
-
-
-def image_hard_coded(fp32_path, int8_path, train_uint8):
-    quantize_static(fp32_path, int8_path, GeneratorReader("image", train_uint8), quant_format=QuantFormat.QDQ,
-                    per_channel=True)
 
 
 def no_file(fp32_path, int8_path, train_uint8):  # returns the model instead of writing it
@@ -99,7 +100,8 @@ REQUIREMENTS_05_1 = [
      "expected every Conv, Gemm and MatMul quantized, but Conv"),
     ("int8", static(weight_type=QuantType.QInt4), "expected 8-bit integers"),
     ("digits scaled to the contract's 0..1", static(reader=UNSCALED), "expected calibration digits in the contract's"),
-    ("the input's name read from the model", image_hard_coded, "the input name differs: read it from the model"),
+    ("the input's name read from the model", static(reader=ImageOnly),
+     "the input name differs: read it from the model"),
     ("calibrated on the training digits given, never test digits",
      static(digits=lambda d: np.concatenate([d, load_mnist().x_test[:300]])),
      "saw other data than the digits passed in"),
@@ -156,14 +158,6 @@ class SplitReader(ex05.MnistCalibrationReader):
         super().__init__(model_path, images_uint8[:0], batch_size)
         chunks = np.array_split(images_uint8, range(batch_size, len(images_uint8), batch_size))
         self.batches = (np.expand_dims(c, 1).astype(np.float32) / 255 for c in chunks)
-
-
-class ImageOnly(ex05.MnistCalibrationReader):
-    """Writes 'image' instead of reading the input's name from the model."""
-
-    def __init__(self, model_path, images_uint8, batch_size=100):
-        super().__init__(model_path, images_uint8, batch_size)
-        self.input_name = "image"
 
 
 class StartsOver(ListReader):
@@ -236,8 +230,6 @@ REQUIREMENTS_05_2 = [
 
 
 class TenBatches(ex05.MnistCalibrationReader):
-    """The notebook's np.split into 10 batches, whatever batch_size says."""
-
     def __init__(self, model_path, images_uint8, batch_size=100):
         super().__init__(model_path, images_uint8, len(images_uint8))
         self.batches = iter(np.array_split(next(self.batches), 10))
