@@ -161,7 +161,7 @@ def _mirror_serving(payload: bytes):
 @pytest.mark.parametrize("payload, reason", [
     (b"<html>503 Service Unavailable</html>", "not a complete gzip file"),  # an error page, not gzip
     (gzip.compress(b"\0\0\x08\x01" + bytes(4)), "refusing to cache it"),    # valid gzip, wrong bytes
-])
+], ids=["error-page", "valid-gzip-wrong-bytes"])  # gzip bytes hold the time: no stable id
 def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(isolated_cache, monkeypatch, payload, reason):
     monkeypatch.setattr(mnist, "download_url", _mirror_serving(payload))
     with pytest.raises(AssetUnavailable, match=reason):
