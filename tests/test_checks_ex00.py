@@ -1,4 +1,4 @@
-"""Notebook 00's checks: a requirement broken alone is refused, named (the tables below); right answers pass."""
+"""Notebook 00's checks: right answers pass; a *_REQUIREMENTS row breaks one of the text's requirements, named."""
 from __future__ import annotations
 
 import functools
@@ -65,7 +65,6 @@ def test_classifier_right_answers_written_differently_pass(tmp_path):
 
 
 W_RANDOM = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
-# The exercise text's requirements for 00.1, and a wrong answer breaking each alone, refused naming it.
 CLASSIFIER_REQUIREMENTS = {
     "input named x": (dict(x_name="features"), ["expected input 'x'", "found inputs ['features']"]),
     "input float32": (dict(x_type=TensorProto.DOUBLE), ["input 'x' declared float32", "found float64"]),
@@ -193,7 +192,6 @@ def _gemm_shape_guess(a, b, c, transA=0, transB=0):  # transposes B when the sha
 
 
 RENAMED, RESHAPED = "on a variant (tensors renamed", "on a variant (Reshape to [-1, 392]"
-# The exercise text's requirements for 00.2, and a wrong answer breaking each alone, refused naming it.
 INTERPRETER_REQUIREMENTS = {
     "numpy only: no ONNX Runtime": (_interpret_ort, ["calls ONNX Runtime", "numpy only"]),
     "numpy only: no reference evaluator": (_interpret_reference, ["calls the reference evaluator"]),
@@ -290,7 +288,6 @@ def test_detectors_right_answers_pass():
 
 
 NO_DIRECTION = ("earlier", "later", "too ", "accepts")  # never whether the answer is before or after the right one
-# The exercise text's requirements for 00.3, and a wrong answer breaking each alone, refused naming it.
 DETECTOR_REQUIREMENTS = {
     "output_renamed: the first tool that notices": ({**RIGHT, "output_renamed": "full_check"},
                                                     ["not yet right for output_renamed (2 of 3 right)"]),
