@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import functools
+import numbers
+import re
 import subprocess
 import sys
 import tempfile
@@ -9,11 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
+from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import Wrong, contract_input, require_callable, require_keys, session as _session
+from helpers.pipeline.artifacts import built_artifact
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
-# Copies of the PyTorch file that differ from the contract: file name -> (description, input, output, dtype, shape),
-# in the order they are tried (each new one differs in one more way); each has weights of its own (see NOISE)
+# Copies of the PyTorch file, each with weights of its own (see NOISE): file name -> (description, input, output,
+# dtype, shape); 03.1 tries LAYOUT_COPIES in this order (each new one differs in one more way), 03.3 FIXED_BATCHES
 LAYOUT_COPIES = {
     "fp16_pixel.onnx": ("a float16 copy whose input is 'pixel'", "pixel", "scores", "float16", ["batch", 1, 28, 28]),
     "float64.onnx": ("a float64 copy [batch, 1, 28, 28]", "input", "output", "float64", ["batch", 1, 28, 28]),
@@ -23,14 +27,12 @@ LAYOUT_COPIES = {
                            ["batch", 28, 28, 1]),
     "flat_float64.onnx": ("a copy with a flat float64 input [batch, 784]", "x", "y", "float64", ["batch", 784]),
 }
-# copies whose batch dimension is a fixed number: file name -> (batch, input, output)
-FIXED_BATCHES = {"batch32.onnx": (32, "input_32", "probs_32"), "batch5.onnx": (5, "x5", "y5")}
+FIXED_BATCHES = {
+    "batch32.onnx": ("a copy whose batch is fixed to 32 (input 'input_32')", "input_32", "probs_32", "float32",
+                     [32, 1, 28, 28]),
+    "batch5.onnx": ("a copy whose batch is fixed to 5 (input 'x5')", "x5", "y5", "float32", [5, 1, 28, 28]),
+}
 NOISE = 0.8  # each copy's weights move by 0.8 x their own spread: another classifier (a few % of labels differ)
-
-
-def reference_name(filename: str) -> str:
-    """The copy's weights under the contract's names and layout (float32 'image' -> 'logits'): its labels."""
-    return filename.replace(".onnx", ".reference.onnx")
 
 
 def build_copies(source: Path, folder: Path) -> None:
@@ -41,11 +43,13 @@ def build_copies(source: Path, folder: Path) -> None:
     from helpers.grading.checks._common import varied_model
 
     types = {"float16": TensorProto.FLOAT16, "float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
-    for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(LAYOUT_COPIES.items(), start=3031):
+    copies = {**LAYOUT_COPIES, **FIXED_BATCHES}
+    for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(copies.items(), start=3031):
         model = varied_model(onnx.load(source), seed, relative_noise=NOISE)
-        onnx.save(model, folder / reference_name(filename))
+        # the reference: the copy's weights under the contract's names and layout (float32 'image' -> 'logits')
+        onnx.save(model, folder / f"reference_{filename}")
         graph = model.graph
-        if len(shape) == 4 and shape[-1] == 1:
+        if shape[-1] == 1:
             to_image = helper.make_node("Transpose", ["as_float"], ["image"], perm=[0, 3, 1, 2])
         else:
             graph.initializer.append(helper.make_tensor("chw", TensorProto.INT64, [4], [-1, 1, 28, 28]))
@@ -55,24 +59,13 @@ def build_copies(source: Path, folder: Path) -> None:
         graph.node.extend([helper.make_node("Cast", [name_in], ["as_float"], to=TensorProto.FLOAT), to_image, *body,
                            helper.make_node("Cast", ["logits"], [name_out], to=types[dtype])])
         graph.input.append(helper.make_tensor_value_info(name_in, types[dtype], shape))
-        graph.output.append(helper.make_tensor_value_info(name_out, types[dtype], ["batch", 10]))
-        onnx.checker.check_model(model)
-        onnx.save(model, folder / filename)
-    for seed, (filename, (size, name_in, name_out)) in enumerate(FIXED_BATCHES.items(), start=3131):
-        model = varied_model(onnx.load(source), seed, relative_noise=NOISE)
-        onnx.save(model, folder / reference_name(filename))
-        model = varied_model(model, seed, name_in, name_out)
-        for value in (model.graph.input[0], model.graph.output[0]):
-            value.type.tensor_type.shape.dim[0].dim_value = size  # replaces the dynamic 'batch'
+        graph.output.append(helper.make_tensor_value_info(name_out, types[dtype], [shape[0], 10]))
         onnx.checker.check_model(model)
         onnx.save(model, folder / filename)
 
 
-def _setting(filenames) -> tuple:
+def _setting(copies: dict) -> tuple:
     """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
-    from helpers.data.mnist import load_mnist
-    from helpers.pipeline.artifacts import built_artifact
-
     source = built_artifact("mnist_mlp_pytorch.onnx")
     digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
     original = _session(source)
@@ -83,8 +76,8 @@ def _setting(filenames) -> tuple:
                                 capture_output=True, text=True)
         if result.returncode != 0:
             raise RuntimeError(f"could not build the exercise's model copies:\n{result.stderr}")  # a checker bug
-        for name, description in filenames.items():
-            reference = _labels_of(_session(Path(folder) / reference_name(name)), digits)
+        for name, (description, *_) in copies.items():
+            reference = _labels_of(_session(Path(folder) / f"reference_{name}"), digits)
             runs[description] = (_session(Path(folder) / name), reference)
     return digits, labels, runs
 
@@ -94,23 +87,22 @@ def _labels_of(session, digits, scale=1.0) -> np.ndarray:
     return session.run(None, {"image": contract_input(digits) * scale})[0].argmax(1)
 
 
-def _hint(message: str) -> str:
-    """What an ONNX Runtime error says about the learner's function."""
-    import re
+_ERROR_HINTS = (("input name|Required inputs", "read the input name from session.get_inputs()[0].name"),
+                ("output name", "read the output name from session.get_outputs()[0].name (or pass None)"),
+                ("data type", "read the element type from session.get_inputs()[0].type"),
+                ("rank|dimensions", "reshape the images to the input's layout, session.get_inputs()[0].shape"))
 
+
+def _hint(message: str) -> str:
+    """What an ONNX Runtime error says about the learner's function (_ERROR_HINTS: error text -> hint)."""
     batch = re.search(r"index: 0 Got: (\d+) Expected: (\d+)", message)
     if batch:  # a fixed batch dimension: what came against what the session declares
         got, size = map(int, batch.groups())
         return (f"this model takes exactly {size} images per run, read from session.get_inputs()[0].shape[0]; "
                 + ("the last batch has fewer images: pad it (e.g. with zeros)" if got < size else
                    f"a run had {got}"))
-    for needle, hint in (("input name", "read the input name from session.get_inputs()[0].name"),
-                         ("Required inputs", "read the input name from session.get_inputs()[0].name"),
-                         ("output name", "read the output name from session.get_outputs()[0].name (or pass None)"),
-                         ("data type", "read the element type from session.get_inputs()[0].type"),
-                         ("rank", "reshape the images to the input's layout, session.get_inputs()[0].shape"),
-                         ("dimensions", "reshape the images to the input's layout, session.get_inputs()[0].shape")):
-        if needle in message:
+    for pattern, hint in _ERROR_HINTS:
+        if re.search(pattern, message):
             return hint
     return "compare your feed with session.get_inputs() and session.get_outputs()"
 
@@ -141,7 +133,7 @@ def _agree(function, session, digits, want, what: str, unscaled=None, original=N
 
 def check_classify(answer):
     require_callable(answer, "classify(session, images_uint8)")
-    digits, original, runs = _setting({name: spec[0] for name, spec in LAYOUT_COPIES.items()})
+    digits, original, runs = _setting(LAYOUT_COPIES)
     unscaled = _labels_of(runs["the PyTorch file"][0], digits, 255.0)
     for description, (session, want) in runs.items():
         _agree(answer, session, digits, want, description, unscaled, original)
@@ -158,9 +150,6 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
 
 @functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
 def _shift_accuracies(axis: int, roll: bool) -> tuple:
-    from helpers.data.mnist import load_mnist
-    from helpers.pipeline.artifacts import built_artifact
-
     data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
     return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
                  for k in SHIFTS)
@@ -172,8 +161,6 @@ def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
 
 
 def check_shift_curve(answer):
-    import numbers
-
     require_keys(answer, SHIFTS, "{shift in pixels: accuracy}")
     not_numbers = [f"{k}: {type(answer[k]).__name__}" for k in SHIFTS
                    if not isinstance(answer[k], numbers.Real) or isinstance(answer[k], bool)]
@@ -199,13 +186,12 @@ def check_shift_curve(answer):
 
 def check_batches(answer):
     require_callable(answer, "classify_in_batches(session, images_uint8)")
-    described = {name: f"a copy whose batch is fixed to {size} (input {name_in!r})"
-                 for name, (size, name_in, _) in FIXED_BATCHES.items()}
-    digits, original, runs = _setting(described)
+    digits, original, runs = _setting(FIXED_BATCHES)
     for description, (session, want) in runs.items():
-        _agree(answer, session, digits, want, description if description in described.values() else
-               "the PyTorch file (dynamic batch: one run is enough)", original=original)
-    sizes = ", ".join(str(size) for size, _, _ in FIXED_BATCHES.values())
+        if description == "the PyTorch file":
+            description += " (dynamic batch: one run is enough)"
+        _agree(answer, session, digits, want, description, original=original)
+    sizes = ", ".join(str(shape[0]) for *_, shape in FIXED_BATCHES.values())
     return [f"copies with a batch fixed to {sizes}: each copy's own labels for all {len(digits)} images, the last "
             "batch padded", "the PyTorch file (batch 'batch'): one run"]
 

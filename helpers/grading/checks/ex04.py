@@ -9,13 +9,16 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.grading.checks._common import Wrong, require_callable, session, test_images
+from helpers.data.mnist import load_mnist
+from helpers.data.paths import REPO_ROOT
+from helpers.grading.checks._common import Wrong, reference_logits, require_callable, session, test_images
+from helpers.grading.checks._common import write_varied_copy
+from helpers.pipeline.artifacts import built_artifact
+from helpers.predict import INK_THRESHOLD, softmax
 
 
 def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
     """(RGB drawings, true ink 0..1, labels, descriptions): test digits, blue on yellowish paper, 196 px square."""
-    from helpers.data.mnist import load_mnist
-
     data, rng = load_mnist(), np.random.default_rng(seed)
     picked = rng.choice(len(data.x_test), n, replace=False)
     drawings, truths, described = [], [], []
@@ -38,8 +41,6 @@ def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
 
 def _check_ink(answer):
     """04.1: ``ink(rgb uint8 [H, W, 3]) -> float [H, W] in 0..1``, 0 on bare paper, about 1 on strokes."""
-    from helpers.predict import INK_THRESHOLD
-
     ink = require_callable(answer, "ink(rgb) -> float array [H, W] in 0..1")
     drawings, truths, _, described = coloured_drawings(24, seed=4041, any_colour=True)
     for rgb, truth, what in zip(drawings, truths, described):
@@ -71,8 +72,6 @@ TOP3_MODELS = {"notebook 01's model": (None, None, 0, 17),
 
 def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> str:
     """Standard output of ``node SCRIPT MODEL PIXELS`` in a scratch folder under the repository."""
-    from helpers.data.paths import REPO_ROOT
-
     with tempfile.TemporaryDirectory(prefix=".check-04.2-", dir=REPO_ROOT) as scratch:
         (Path(scratch) / "given_model.onnx").write_bytes(model.read_bytes())
         shutil.copy(script, Path(scratch) / script.name)
@@ -113,10 +112,6 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
 
 def _check_top3(answer):
     """04.2: a Node script printing each image's three most probable digits and their softmax probabilities."""
-    from helpers.grading.checks._common import write_varied_copy
-    from helpers.pipeline.artifacts import built_artifact
-    from helpers.predict import softmax
-
     if not isinstance(answer, (str, Path)) or "\n" in str(answer) or not Path(answer).is_file():
         raise Wrong(f"expected the path of your script (a str or Path of an existing file), got {str(answer)[:80]!r}")
     if shutil.which("node") is None:
@@ -130,19 +125,17 @@ def _check_top3(answer):
                 original, Path(folder) / "copy.onnx", seed, name_in, name_out, 0.8)
             images, start = pool[start:start + n], start + n
             digits, probabilities = _parse_top3(_run_script(script, model, images, which), n, which)
-            reference = session(model)
-            logits = reference.run(None, {reference.get_inputs()[0].name: images})[0].astype(np.float64)
-            _judge_top3(digits, probabilities, logits, images, original, which, softmax)
+            logits = session(model).run(None, {name_in or "image": images})[0].astype(np.float64)
+            _judge_top3(digits, probabilities, logits, images, which)
     return [f"{script.name}: the right top 3 and probabilities on new test digits, with notebook 01's model and "
             "with a copy that has other names and other weights"]
 
 
-def _judge_top3(digits, probabilities, logits, images, original, which: str, softmax) -> None:
+def _judge_top3(digits, probabilities, logits, images, which: str) -> None:
     """What differs between the script's answer and the model's own top 3, without showing the latter."""
     n = len(images)
     order = np.argsort(-logits, axis=1)[:, :3]
-    own = session(original)
-    original_order = np.argsort(-own.run(None, {own.get_inputs()[0].name: images})[0], axis=1)[:, :3]
+    original_order = np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
     if (digits != order).any() and (digits == original_order).all():
         raise Wrong(f"with {which}: your digits are the top 3 of notebook 01's file, not of the model given as "
                     "the first argument (this one has other weights)")
