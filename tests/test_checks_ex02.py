@@ -1,9 +1,6 @@
-"""Notebook 02's checkers: every requirement the exercise text states, broken alone, is refused with feedback naming
-it (the tables below), never the expected values; right answers written in other ways pass. Every answer is a real
-tf2onnx export of a real Keras model; 02.1's answers are training functions the check calls with its own digits."""
+"""Notebook 02's checks (real tf2onnx exports): right answers pass; a *_REQUIREMENTS row breaks one, named."""
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import re
@@ -14,8 +11,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from helpers.grading.exercises import check
-from tables import unique
+import tables
+from tables import accepted
 from helpers.data.mnist import load_mnist
 
 keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture below
@@ -23,8 +20,7 @@ keras = tf = tf2onnx = NCHW = NHWC = TEMPERATURE = None  # set by the fixture be
 
 @pytest.fixture(scope="module", autouse=True)
 def tensorflow():
-    """TensorFlow is imported when these tests run, never when pytest collects them: loaded before PyTorch's
-    exporter it crashes the process (a segfault as torch imports triton), so conftest.py runs them in a child pytest."""
+    """TensorFlow imported as the tests run, not at collection: before PyTorch's exporter it segfaults (conftest.py)."""
     global keras, tf, tf2onnx, NCHW, NHWC, TEMPERATURE
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     keras, tf = pytest.importorskip("keras"), pytest.importorskip("tensorflow")
@@ -40,11 +36,10 @@ def export(function, signature, path):
     return path
 
 
-def refused(feedback, *texts):
-    """Refused, naming the mistake, with no number but the tolerance, the temperatures tried and percentages."""
-    assert not feedback.ok, str(feedback)
-    for text in texts:
-        assert text in feedback.message, feedback.message
+def refused(exercise, answer, *texts):
+    """Refused, naming what differs (never a guessed cause), with no number but the tolerance, temperatures, %."""
+    feedback = tables.refused(exercise, answer, *texts)
+    assert "nothing changed in between" not in feedback.message, feedback.message
     assert set(re.findall(r"\d+\.\d+(?! ?%)", feedback.message)) <= {"0.001", "0.25", "2.0", "7.0"}, feedback.message
 
 
@@ -60,26 +55,23 @@ def cnn(functional=False):
                              keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(10)])
 
 
-def fit(model, x_nhwc, y):
+def fit(model, x, y):
     model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(x_nhwc, y, epochs=1, verbose=0)
+    model.fit(x, y, epochs=1, verbose=0)
     return model
 
 
-@functools.cache
-def _trained(kind: str, digest: bytes):
-    return fit(cnn(kind == "functional") if kind != "dense" else keras.Sequential(
-        [keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(10)]), *_DATA[digest])
-
-
-_DATA: dict = {}
+_TRAINED: dict = {}
 
 
 def trained(x_train, y_train, kind="cnn"):
     """The CNN trained one epoch on these digits, once per test session (the check always gives the same)."""
-    digest = hashlib.sha256(x_train[::97].tobytes() + y_train.tobytes()).digest()
-    _DATA.setdefault(digest, (x_train.transpose(0, 2, 3, 1), y_train))
-    return _trained(kind, digest)
+    key = kind, hashlib.sha256(x_train[::97].tobytes() + y_train.tobytes()).digest()
+    if key not in _TRAINED:
+        model = cnn(kind == "functional") if kind != "dense" else keras.Sequential(
+            [keras.Input((28, 28, 1)), keras.layers.Flatten(), keras.layers.Dense(10)])
+        _TRAINED[key] = fit(model, x_train.transpose(0, 2, 3, 1), y_train)
+    return _TRAINED[key]
 
 
 # ------------------------------------------------------------------------------------------------ 02.1
@@ -110,8 +102,7 @@ def train_then_keras_export_renamed_and_checked(x_train, y_train, path):
 @pytest.mark.parametrize("answer", [train_functional_with_a_decorated_function,
                                     train_then_keras_export_renamed_and_checked])
 def test_cnn_right_answers_written_differently_pass(answer):
-    feedback = check("02.1", answer)
-    assert feedback.ok, str(feedback)
+    accepted("02.1", answer)
 
 
 def trainer(mistake=None):
@@ -151,7 +142,6 @@ def trainer(mistake=None):
     return train_cnn
 
 
-# The exercise text's requirements for 02.1, and a wrong answer breaking each alone, refused naming it.
 CNN_REQUIREMENTS = {
     "the answer is train_cnn(x_train, y_train, path)": (
         lambda: (cnn(), "cnn.onnx"), ["expected your function train_cnn(x_train, y_train, path)"]),
@@ -171,23 +161,12 @@ CNN_REQUIREMENTS = {
                                             ["also learned from digits it was not given", "no test digits"]),
     "at least 90 % test accuracy": (trainer("untrained"), ["below 90%", "train it"]),
 }
-# My own round (the issue names the softmax output and the training on test digits).
-CNN_OWN_ROUND = {
-    "fixed batch of 32": CNN_REQUIREMENTS["any batch size"],
-    "channels-first signature": CNN_REQUIREMENTS["input image [batch, 28, 28, 1]"],
-    "a tensor returned, not a dict": CNN_REQUIREMENTS["output logits"],
-    "a dense model": CNN_REQUIREMENTS["a CNN (Conv2D)"],
-    "exported before training": CNN_REQUIREMENTS["the file is the model trained"],
-    "the notebook's x_train used instead": CNN_REQUIREMENTS["trained on the digits given"],
-    "untrained": CNN_REQUIREMENTS["at least 90 % test accuracy"],
-    "written to a file name of its own": CNN_REQUIREMENTS["the file written to path"],
-}
 
 
-@pytest.mark.parametrize("requirement", unique(CNN_REQUIREMENTS, CNN_OWN_ROUND))
+@pytest.mark.parametrize("requirement", list(CNN_REQUIREMENTS))
 def test_cnn_requirement_broken_alone_is_named(requirement):
-    answer, words = {**CNN_REQUIREMENTS, **CNN_OWN_ROUND}[requirement]
-    refused(check("02.1", answer() if requirement.startswith("the answer is") else answer), *words)
+    answer, words = CNN_REQUIREMENTS[requirement]
+    refused("02.1", answer() if requirement.startswith("the answer is") else answer, *words)
 
 
 def test_cnn_accuracy_bound_is_checked_at_the_bound():
@@ -214,9 +193,7 @@ def model():
     mlp = keras.Sequential([keras.Input((1, 28, 28)), keras.layers.Rescaling(1 / 0.3081, -0.1307 / 0.3081),
                             keras.layers.Flatten(), keras.layers.Dense(64, activation="relu"),
                             keras.layers.Dense(10)])
-    mlp.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    mlp.fit((mnist.x_train[:30000] / 255).astype(np.float32)[:, None], mnist.y_train[:30000], epochs=1, verbose=0)
-    return mlp
+    return fit(mlp, (mnist.x_train[:30000] / 255).astype(np.float32)[:, None], mnist.y_train[:30000])
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +211,7 @@ def test_temperature_accepts_a_logsumexp_softmax(model, tmp_path):
                 "logits": logits}
 
     tf2onnx.convert.from_function(serve, input_signature=[NCHW, TEMPERATURE], output_path=str(tmp_path / "t.onnx"))
-    assert check("02.2", (model, tmp_path / "t.onnx")).ok
+    accepted("02.2", (model, tmp_path / "t.onnx"))
 
 
 def test_temperature_accepts_multiplying_by_the_inverse_checked_as_the_notebook_does(model, tmp_path):
@@ -245,46 +222,39 @@ def test_temperature_accepts_multiplying_by_the_inverse_checked_as_the_notebook_
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     onnx.checker.check_model(onnx_model, full_check=True)
     onnx.save(onnx_model, tmp_path / "t.onnx")
-    feedback = check("02.2", (model, tmp_path / "t.onnx"))
-    assert feedback.ok, str(feedback)
+    accepted("02.2", (model, tmp_path / "t.onnx"))
 
 
 def temperature_answer(mistake=None, keras_model="model"):
     def build(models, path):
         m = models[keras_model]
-        signature = [NCHW, TEMPERATURE]
-        outputs = lambda image, t: {"logits": m(image), "probabilities": tf.nn.softmax(m(image) / t)}  # noqa: E731
+        probabilities = {
+            "multiply": lambda z, t: tf.nn.softmax(z * t), "ignored": lambda z, t: tf.nn.softmax(z),
+            "softmax over the batch": lambda z, t: tf.nn.softmax(z / t, axis=0),
+            "log_softmax": lambda z, t: tf.nn.log_softmax(z / t)}.get(mistake, lambda z, t: tf.nn.softmax(z / t))
+        logits = {"softmax as logits": lambda z, t: tf.nn.softmax(z),
+                  "scaled logits": lambda z, t: z / t}.get(mistake, lambda z, t: z)
+        outputs = lambda image, t: {"logits": logits(m(image), t),  # noqa: E731
+                                    "probabilities": probabilities(m(image), t)}
+        signature, function = [NCHW, TEMPERATURE], outputs
         if mistake == "no temperature input":
             signature, function = [NCHW], lambda image: {"logits": m(image), "probabilities": tf.nn.softmax(m(image))}
-            return m, export(function, signature, path)
-        if mistake == "channels-last image":
+        elif mistake == "channels-last image":
             signature = [NHWC, TEMPERATURE]
             function = lambda image, t: outputs(tf.transpose(image, [0, 3, 1, 2]), t)  # noqa: E731
         elif mistake == "fixed batch":
             signature = [tf.TensorSpec((1, 1, 28, 28), tf.float32, name="image"), TEMPERATURE]
-            function = outputs
         elif mistake == "temperature of shape [1]":
             signature = [NCHW, tf.TensorSpec((1,), tf.float32, name="temperature")]
-            function = outputs
         elif mistake == "float64 temperature":
             signature = [NCHW, tf.TensorSpec((), tf.float64, name="temperature")]
             function = lambda image, t: outputs(image, tf.cast(t, tf.float32))  # noqa: E731
         elif mistake == "tuple":
             function = lambda image, t: (m(image), tf.nn.softmax(m(image) / t))  # noqa: E731
-        else:
-            probabilities = {
-                "multiply": lambda z, t: tf.nn.softmax(z * t), "ignored": lambda z, t: tf.nn.softmax(z),
-                "softmax over the batch": lambda z, t: tf.nn.softmax(z / t, axis=0),
-                "log_softmax": lambda z, t: tf.nn.log_softmax(z / t)}.get(mistake, lambda z, t: tf.nn.softmax(z / t))
-            logits = {"softmax as logits": lambda z, t: tf.nn.softmax(z),
-                      "scaled logits": lambda z, t: z / t}.get(mistake, lambda z, t: z)
-            function = lambda image, t: {"logits": logits(m(image), t),  # noqa: E731
-                                         "probabilities": probabilities(m(image), t)}
         return m, export(function, signature, path)
     return build
 
 
-# The exercise text's requirements for 02.2, and a wrong answer breaking each alone, refused naming it.
 TEMPERATURE_REQUIREMENTS = {
     "inputs image and temperature": (temperature_answer("no temperature input"),
                                      ["2 input(s) ['image', 'temperature']", "got ['image']"]),
@@ -303,25 +273,17 @@ TEMPERATURE_REQUIREMENTS = {
     "the trained model": (temperature_answer(keras_model="untrained"), ["test digits right, below 90%",
                                                                        "trained `model`"]),
 }
-# My own round (the issue names the untrained model).
 TEMPERATURE_OWN_ROUND = {
-    "multiplied by the temperature": TEMPERATURE_REQUIREMENTS["probabilities divide by the temperature"],
-    "temperature ignored": TEMPERATURE_REQUIREMENTS["the temperature used"],
-    "softmax over the batch": TEMPERATURE_REQUIREMENTS["softmax over the 10 classes"],
-    "logits divided by the temperature": TEMPERATURE_REQUIREMENTS["logits: the model's output"],
     "probabilities returned as logits": (temperature_answer("softmax as logits"), ["'logits' are probabilities"]),
     "log-probabilities": (temperature_answer("log_softmax"), ["do not sum to 1"]),
-    "temperature [1]": TEMPERATURE_REQUIREMENTS["temperature one number, shape []"],
-    "a tuple returned": TEMPERATURE_REQUIREMENTS["outputs logits and probabilities (a dict)"],
-    "a batch of 1 fixed": TEMPERATURE_REQUIREMENTS["image of any batch size"],
 }
 
 
-@pytest.mark.parametrize("requirement", unique(TEMPERATURE_REQUIREMENTS, TEMPERATURE_OWN_ROUND))
+@pytest.mark.parametrize("requirement", list(TEMPERATURE_REQUIREMENTS) + list(TEMPERATURE_OWN_ROUND))
 def test_temperature_requirement_broken_alone_is_named(model, untrained, tmp_path, requirement):
     build, words = {**TEMPERATURE_REQUIREMENTS, **TEMPERATURE_OWN_ROUND}[requirement]
     keras_model, path = build({"model": model, "untrained": untrained}, tmp_path / "temperature.onnx")
-    refused(check("02.2", (keras_model, path)), *words)
+    refused("02.2", (keras_model, path), *words)
 
 
 # ------------------------------------------------------------------------------------------------ 02.3
@@ -329,16 +291,14 @@ def test_uint8_accepts_a_reshape_and_a_multiplication(model, tmp_path):
     spec = tf.TensorSpec((None, 28, 28), tf.uint8, name="pixels")
     path = export(lambda pixels: {"logits": model(tf.reshape(tf.cast(pixels, tf.float32) * (1 / 255),
                                                              [-1, 1, 28, 28]))}, [spec], tmp_path / "u.onnx")
-    feedback = check("02.3", (model, path))
-    assert feedback.ok, str(feedback)
+    accepted("02.3", (model, path))
 
 
 def test_uint8_accepts_convert_image_dtype(model, tmp_path):
     spec = tf.TensorSpec((None, 28, 28), tf.uint8, name="raw")
     path = export(lambda raw: {"logits": model(tf.image.convert_image_dtype(raw, tf.float32)[:, tf.newaxis])},
                   [spec], tmp_path / "u.onnx")
-    feedback = check("02.3", (model, path))
-    assert feedback.ok, str(feedback)
+    accepted("02.3", (model, path))
 
 
 def uint8_answer(mistake=None, keras_model="model"):
@@ -368,41 +328,28 @@ def uint8_answer(mistake=None, keras_model="model"):
     return build
 
 
-# The exercise text's requirements for 02.3, and a wrong answer breaking each alone, refused naming it.
 UINT8_REQUIREMENTS = {
     "one input, uint8": (uint8_answer("float input"), ["of type tensor(uint8)", "got tensor(float)"]),
     "raw pixels [batch, 28, 28]": (uint8_answer("channel axis in the input"), ["[batch, 28, 28]", "1, 28, 28]"]),
     "any batch size": (uint8_answer("fixed batch"), ["fixed batch of 8", "None"]),
     "output logits (a dict)": (uint8_answer("tensor output"), ["expected the output(s) ['logits']", "return a dict"]),
-    "divided by 255": (uint8_answer("divided by 256"), ["the pixels divided by 256, not by 255"]),
+    "divided by 255": (uint8_answer("divided by 256"), ["logits for the pixels divided by 256, not by 255"]),
     "divided inside the function": (uint8_answer("no division"), ["the pixels 0..255 as they are"]),
-    "the digits as they are (not transposed)": (uint8_answer("transposed"), ["the digits transposed"]),
-    "the digits as they are (not inverted)": (uint8_answer("inverted"), ["the digits inverted"]),
-    "no normalisation but the model's own": (uint8_answer("normalised twice"), ["normalises again"]),
+    "the digits as they are (not transposed)": (uint8_answer("transposed"), ["logits for the digits transposed"]),
+    "the digits as they are (not inverted)": (uint8_answer("inverted"), ["logits for the digits inverted"]),
+    "no normalisation but the model's own": (uint8_answer("normalised twice"),
+                                             ["logits for the pixels already normalised", "normalises again"]),
     "logits, not probabilities": (uint8_answer("softmax"), ["'logits' are probabilities"]),
     "the trained model": (uint8_answer(keras_model="untrained"), ["test digits right, below 90%"]),
 }
-# My own round (the issue names the untrained model and the four preprocessing slips).
 UINT8_OWN_ROUND = {
-    "float32 input": UINT8_REQUIREMENTS["one input, uint8"],
-    "channel axis in the input": UINT8_REQUIREMENTS["raw pixels [batch, 28, 28]"],
-    "a batch of 8 fixed": UINT8_REQUIREMENTS["any batch size"],
-    "a tensor returned": UINT8_REQUIREMENTS["output logits (a dict)"],
-    "softmax added": UINT8_REQUIREMENTS["logits, not probabilities"],
-    "no division": UINT8_REQUIREMENTS["divided inside the function"],
     "integer division": (uint8_answer("integer division"), ["differs from your Keras model given the same digits "
                                                             "/ 255 with a channel axis"]),
 }
 
 
-@pytest.mark.parametrize("requirement", unique(UINT8_REQUIREMENTS, UINT8_OWN_ROUND))
+@pytest.mark.parametrize("requirement", list(UINT8_REQUIREMENTS) + list(UINT8_OWN_ROUND))
 def test_uint8_requirement_broken_alone_is_named(model, untrained, tmp_path, requirement):
     build, words = {**UINT8_REQUIREMENTS, **UINT8_OWN_ROUND}[requirement]
-    refused(check("02.3", build({"model": model, "untrained": untrained}, tmp_path / "uint8.onnx")), *words)
+    refused("02.3", build({"model": model, "untrained": untrained}, tmp_path / "uint8.onnx"), *words)
 
-
-def test_preprocessing_slips_are_told_what_differs_not_a_cause(model, untrained, tmp_path):
-    for slip in ("divided by 256", "transposed", "inverted", "normalised twice"):
-        feedback = check("02.3", uint8_answer(slip)({"model": model}, tmp_path / "slip.onnx"))
-        refused(feedback, "the file gives your model's logits for")
-        assert "nothing changed in between" not in feedback.message

@@ -195,12 +195,10 @@ def check_temperature(answer):
         got = _run(session, {"image": batch, "temperature": np.array(t, np.float32)})
         what = f"a batch of {len(batch)} at temperature {t}"
         probabilities, logits, want = got["probabilities"], got["logits"], _keras(model, batch)
-        if _close(logits, softmax(want)):
-            raise Wrong(f"on {what} the file's 'logits' are probabilities (the softmax of your model's output): "
-                        "'logits' is your model's output as it is")
-        if _close(logits, want / t):
-            raise Wrong(f"on {what} the file's 'logits' are your model's output divided by the temperature: "
-                        "'logits' is your model's output as it is")
+        for wrong, seen in ((softmax(want), "probabilities (the softmax of your model's output)"),
+                            (want / t, "your model's output divided by the temperature")):
+            if _close(logits, wrong):
+                raise Wrong(f"on {what} the file's 'logits' are {seen}: 'logits' is your model's output as it is")
         _same(logits, want, what)
         if np.allclose(probabilities, softmax(logits / t), atol=1e-5):
             continue
@@ -223,15 +221,13 @@ def check_temperature(answer):
 
 
 # ------------------------------------------------------------------------------------------------ 02.3
-SLIPS = (  # what a file may feed the model instead of digits / 255 with a channel axis, described as seen
-    ("the pixels 0..255 as they are, not divided by 255", lambda d: d.astype(np.float32)[:, None]),
-    ("the pixels divided by 256, not by 255", lambda d: (d / 256).astype(np.float32)[:, None]),
-    ("the digits transposed (rows and columns swapped)", lambda d: (d.transpose(0, 2, 1) / 255).astype(np.float32)
-     [:, None]),
-    ("the digits inverted (255 - pixel: dark digits on white)", lambda d: ((255 - d) / 255).astype(np.float32)
-     [:, None]),
+SLIPS = (  # what a file may feed the model instead of digits / 255 (then a channel axis), described as seen
+    ("the pixels 0..255 as they are, not divided by 255", lambda d: d),
+    ("the pixels divided by 256, not by 255", lambda d: d / 256),
+    ("the digits transposed (rows and columns swapped)", lambda d: d.transpose(0, 2, 1) / 255),
+    ("the digits inverted (255 - pixel: dark digits on white)", lambda d: (255 - d) / 255),
     ("the pixels already normalised with the training mean and std ((x / 255 - mean) / std), which your model "
-     "then normalises again", lambda d: ((d / 255 - MNIST_MEAN) / MNIST_STD).astype(np.float32)[:, None]),
+     "then normalises again", lambda d: (d / 255 - MNIST_MEAN) / MNIST_STD),
 )
 
 
@@ -249,7 +245,7 @@ def check_uint8_input(answer):
             raise Wrong(f"on {what} the file's 'logits' are probabilities (the softmax of your model's output): "
                         "'logits' is your model's output as it is")
         for seen, feed in SLIPS:
-            if _close(got, _keras(model, feed(batch))):
+            if _close(got, _keras(model, feed(batch).astype(np.float32)[:, None])):
                 raise Wrong(f"on {what} the file gives your model's logits for {seen}; the model takes each "
                             "digit / 255 with a channel axis, [batch, 1, 28, 28]")
         _same(got, want, what, "your Keras model given the same digits / 255 with a channel axis")
@@ -262,7 +258,6 @@ def check_uint8_input(answer):
             "callers no longer scale pixels, but the file no longer follows the series' contract: a trade-off"]
 
 
-# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {
     "02.1": check_channels_last_cnn,
     "02.2": check_temperature,
