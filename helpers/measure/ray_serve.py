@@ -148,6 +148,7 @@ def wait_gone(processes: list, timeout_s: float = 60.0) -> list:
     import psutil
 
     deadline = time.monotonic() + timeout_s
+
     def running(p) -> bool:
         try:
             return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
