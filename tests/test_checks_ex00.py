@@ -12,6 +12,7 @@ from onnx.reference import ReferenceEvaluator
 
 from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights
 from helpers.grading.exercises import check
+from helpers.pipeline.artifacts import built_artifact
 from solutions.ex00 import interpret
 from tables import accepted, refused
 
@@ -158,12 +159,6 @@ def test_interpreter_right_answers_pass(answer):
     accepted("00.2", answer)
 
 
-def _mlp_path():
-    from helpers.pipeline.artifacts import built_artifact
-
-    return built_artifact("mnist_mlp_pytorch.onnx")
-
-
 def _patched_interpreter(input_name=None, output_name=None, finish=None, validate=False, **changes):
     """The table interpreter with one thing done wrong (``changes``: op type -> its wrong implementation)."""
     def wrong(model, image):
@@ -238,12 +233,12 @@ def test_interpreter_requirement_broken_alone_is_named(requirement):
 
 def test_interpreter_calling_onnxruntime_leaves_the_runtime_working():
     refused("00.2", _interpret_ort, "calls ONNX Runtime")
-    model = onnx.load(_mlp_path())
+    model = onnx.load(built_artifact("mnist_mlp_pytorch.onnx"))
     assert _interpret_ort(model, np.zeros((1, 1, 28, 28), np.float32)).shape == (1, 10)
 
 
 def test_interpreter_reusing_an_existing_session_is_named():
-    existing = ort.InferenceSession(_mlp_path())
+    existing = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"))
     refused("00.2", lambda model, image: existing.run(["logits"], {"image": image})[0], "calls ONNX Runtime")
 
 
