@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from PIL import Image  # comes with matplotlib; used here only as an independent PNG encoder
 
 from helpers import predict as P
@@ -32,18 +32,17 @@ def digits():
     return mnist.x_test[:32], mnist.y_test[:32]
 
 
-def linear_model(path: Path, input_shape=("batch", 1, 28, 28), elem=TensorProto.FLOAT, n_inputs=1,
-                 output_shape=("batch", 10), seed=0) -> Path:
-    """A tiny valid classifier: Flatten -> MatMul, for any declared input shape."""
-    rng = np.random.default_rng(seed)
+def linear_model(path: Path, input_shape=("batch", 1, 28, 28), n_inputs=1, output_shape=("batch", 10)) -> Path:
+    """A tiny valid classifier: Flatten -> MatMul, for any declared input and output shape."""
     rows = int(np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]]))  # values per item
-    weight = helper.make_tensor("w", elem, [rows, 10], rng.normal(size=(rows, 10)).astype(np.float32).ravel().tolist())
-    inputs = [helper.make_tensor_value_info(f"x{i}" if i else "pixels", elem, list(input_shape)) for i in range(n_inputs)]
-    nodes = [helper.make_node("Flatten", ["pixels"], ["flat"], axis=1), helper.make_node("MatMul", ["flat", "w"], ["scores"])]
-    graph = helper.make_graph(nodes, "tiny", inputs, [helper.make_tensor_value_info("scores", elem, list(output_shape))],
-                              initializer=[weight])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9
+    weight = numpy_helper.from_array(np.random.default_rng(0).normal(size=(rows, 10)).astype(np.float32), "w")
+    inputs = [helper.make_tensor_value_info(f"x{i}" if i else "pixels", TensorProto.FLOAT, list(input_shape))
+              for i in range(n_inputs)]
+    nodes = [helper.make_node("Flatten", ["pixels"], ["flat"], axis=1),
+             helper.make_node("MatMul", ["flat", "w"], ["scores"])]
+    output = helper.make_tensor_value_info("scores", TensorProto.FLOAT, list(output_shape))
+    model = helper.make_model(helper.make_graph(nodes, "tiny", inputs, [output], initializer=[weight]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
@@ -64,6 +63,10 @@ def _paeth(a: int, b: int, c: int) -> int:
     p = a + b - c
     pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
     return a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+
+
+def png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
 
 
 def _filter_row(kind: int, row: bytes, prev: bytes, bpp: int) -> bytes:
@@ -94,14 +97,10 @@ def encode_png(samples: np.ndarray, color: int, depth: int = 8, filters=(0, 1, 2
         kind = filters[y % len(filters)]
         raw += bytes([kind]) + _filter_row(kind, rows[y].tobytes(), prev, bpp)
         prev = rows[y].tobytes()
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
-
-    out = P.PNG_SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace))
+    out = P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace))
     if palette is not None:
-        out += chunk(b"PLTE", palette.astype(np.uint8).tobytes())
-    return out + chunk(b"IDAT", zlib.compress(bytes(raw))) + chunk(b"IEND", b"")
+        out += png_chunk(b"PLTE", palette.astype(np.uint8).tobytes())
+    return out + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b"")
 
 
 # ----------------------------------------------------------------------------------- PNG decoding
@@ -137,8 +136,7 @@ def test_png_palette_with_sub_byte_indices():
 
 @pytest.mark.parametrize("mode", ["L", "RGB", "P", "1", "I;16"])
 def test_png_written_by_pillow_matches_pillow_grayscale(tmp_path, mode):
-    rng = np.random.default_rng(2)
-    rgb = rng.integers(0, 256, size=(28, 28, 3), dtype=np.uint8)
+    rgb = np.random.default_rng(2).integers(0, 256, size=(28, 28, 3), dtype=np.uint8)
     image = Image.fromarray(rgb)
     if mode == "I;16":
         image = Image.fromarray((np.asarray(image.convert("L")).astype(np.uint16) * 257))
@@ -163,6 +161,9 @@ def test_png_alpha_is_composited_over_black(tmp_path):
 
 def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
     good = encode_png(digits[0][0][..., None], 0)
+    before_idat = good[:good.index(b"IDAT") - 4]
+    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4:good.index(b"IEND") - 8]))
+    raw[0] = 9  # a filter type PNG does not have
     cases = {
         "signature": (b"GIF89a" + good[6:], "not a PNG"),
         "truncated": (good[:len(good) // 2], "truncated"),
@@ -170,22 +171,14 @@ def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
         "size": (encode_png(np.zeros((32, 30, 1), np.uint8), 0), "image is 30x32 pixels; the model expects 28x28"),
         "interlaced": (encode_png(digits[0][0][..., None], 0, interlace=1), "interlaced"),
         "signature-only": (P.PNG_SIGNATURE, "truncated"),
+        # a colour type / depth combination PNG forbids (RGB at 4 bits), with a valid CRC
+        "unsupported": (P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)),
+                        "unsupported PNG colour type 2 with bit depth 4"),
+        # valid chunks, but the compressed stream is garbage
+        "zlib": (before_idat + png_chunk(b"IDAT", b"garbage!") + png_chunk(b"IEND", b""), "corrupt PNG image data"),
+        "filter": (before_idat + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b""),
+                   "unknown PNG filter type 9"),
     }
-    # a colour type / depth combination PNG forbids (RGB at 4 bits), with a valid CRC
-    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)
-    cases["unsupported"] = (P.PNG_SIGNATURE + struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr)),
-                            "unsupported PNG colour type 2 with bit depth 4")
-    # valid chunks, but the compressed stream is garbage
-    idat = b"IDAT" + b"garbage!"
-    start = good.index(b"IDAT") - 4
-    cases["zlib"] = (good[:start] + struct.pack(">I", 8) + idat + struct.pack(">I", zlib.crc32(idat)) +
-                     good[good.index(b"IEND") - 4:], "corrupt PNG image data")
-    # a bad filter type byte
-    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4:good.index(b"IEND") - 8]))
-    raw[0] = 9
-    body = b"IDAT" + zlib.compress(bytes(raw))
-    cases["filter"] = (good[:start] + struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body)) +
-                       good[good.index(b"IEND") - 4:], "unknown PNG filter type 9")
     for name, (data, message) in cases.items():
         with pytest.raises(P.InputError, match=f"{name}.png: .*" + message.replace("(", r"\(")):
             P.decode_png(data, f"{name}.png", (28, 28))
@@ -193,8 +186,7 @@ def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
 
 def test_png_size_is_checked_before_decompressing():
     # A 20000x20000 header followed by no data: refused from the header alone, without allocating anything.
-    ihdr = b"IHDR" + struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
-    data = P.PNG_SIGNATURE + struct.pack(">I", 13) + ihdr + struct.pack(">I", zlib.crc32(ihdr))
+    data = P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0))
     with pytest.raises(P.InputError, match="20000x20000"):
         P.decode_png(data, "huge.png", (28, 28))
 
@@ -267,23 +259,19 @@ def test_integer_input_model_is_refused(tmp_path):
     graph = helper.make_graph([helper.make_node("Cast", ["pixels"], ["scores"], to=TensorProto.FLOAT)], "g",
                               [helper.make_tensor_value_info("pixels", TensorProto.UINT8, ["batch", 1, 28, 28])],
                               [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 28, 28])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 9
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.save(model, tmp_path / "u8.onnx")
     with pytest.raises(P.ModelError, match="floating-point input"):
         P.load_model(tmp_path / "u8.onnx")
 
 
 def test_unloadable_model_files(tmp_path, model_path):
-    with pytest.raises(P.ModelError, match="model file not found"):
-        P.load_model(tmp_path / "absent.onnx")
     (tmp_path / "text.onnx").write_text("not a protobuf at all")
-    with pytest.raises(P.ModelError, match="not a valid ONNX model"):
-        P.load_model(tmp_path / "text.onnx")
     data = model_path.read_bytes()
     (tmp_path / "cut.onnx").write_bytes(data[:len(data) // 3])
-    with pytest.raises(P.ModelError, match="not a valid ONNX model"):
-        P.load_model(tmp_path / "cut.onnx")
+    for name, error in [("absent", "model file not found"), ("text", "not a valid ONNX"), ("cut", "not a valid ONNX")]:
+        with pytest.raises(P.ModelError, match=error):
+            P.load_model(tmp_path / f"{name}.onnx")
 
 
 def test_predict_matches_a_direct_session_run(model_path, digits):
@@ -321,7 +309,8 @@ def test_main_text_json_invert_and_exit_codes(tmp_path, model_path, digits, caps
 
     assert P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "batch.npy")]) == P.EXIT_OK
     lines = capsys.readouterr().out.splitlines()
-    assert [l.split()[0] for l in lines] == [str(tmp_path / "one.png")] + [f"{tmp_path / 'batch.npy'}[{i}]" for i in range(3)]
+    sources = [str(tmp_path / "one.png")] + [f"{tmp_path / 'batch.npy'}[{i}]" for i in range(3)]
+    assert [l.split()[0] for l in lines] == sources
     assert lines[0].split()[1] == lines[1].split()[1]  # the same digit as PNG and as .npy
 
     assert P.main([str(model_path), str(tmp_path / "inverted.png"), "--invert", "--json", "--threads", "1"]) == 0
@@ -358,13 +347,9 @@ def test_cli_runs_as_a_single_copied_file(tmp_path, model_path, digits):
 
 
 def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
-    tree = ast.parse(PREDICT_PY.read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            imported.add(node.module.split(".")[0])
+    nodes = list(ast.walk(ast.parse(PREDICT_PY.read_text())))
+    imported = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 0}
     third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
     assert third_party == {"numpy", "onnxruntime"}, third_party
     code = ("import sys, helpers.predict; print(sorted(m for m in sys.modules if m.startswith('helpers') "
@@ -388,9 +373,7 @@ def test_runs_the_series_models_like_onnxruntime_does(digits, mnist_model):
 # ----------------------------------------------------------------------- transparency, blank images
 def _dark_on_transparent(digit: np.ndarray) -> np.ndarray:
     """What a canvas exports: black strokes whose opacity is the ink, on a fully transparent background."""
-    rgba = np.zeros((*digit.shape, 4), np.uint8)
-    rgba[..., 3] = digit
-    return rgba
+    return np.dstack([np.zeros((*digit.shape, 3), np.uint8), digit])
 
 
 def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits):
@@ -426,8 +409,7 @@ def test_empty_and_ambiguous_images_exit_4_instead_of_guessing(tmp_path, digits,
 
 def test_light_ink_on_transparent_still_reads_white_on_black(tmp_path, digits):
     digit = digits[0][0]
-    rgba = np.zeros((28, 28, 4), np.uint8)
-    rgba[..., :3], rgba[..., 3] = 255, digit
+    rgba = np.dstack([np.full((28, 28, 3), 255, np.uint8), digit])
     Image.fromarray(rgba, "RGBA").save(tmp_path / "light.png")
     np.testing.assert_allclose(P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6)
 
@@ -486,8 +468,7 @@ def test_background_is_the_median_of_the_border(digits):
 
 # ------------------------------------------------------------------------------------ unreadable inputs
 def _watch_open(monkeypatch, before_open):
-    """Call ``before_open(path)`` at every open() of a path (it may raise), then open as usual."""
-    import builtins
+    """Call ``before_open(path)`` at every io.open() of a path (Path.read_bytes uses it; it may raise), then open."""
     import io
 
     real_open = io.open
@@ -497,7 +478,6 @@ def _watch_open(monkeypatch, before_open):
             before_open(Path(file))
         return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "open", watched)
     monkeypatch.setattr(io, "open", watched)
 
 
