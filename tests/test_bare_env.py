@@ -1,10 +1,7 @@
 """The series' central promise, proven: an environment holding only requirements-inference.txt runs the models.
 
-``helpers.measure.footprint.bare_env()`` builds a virtual environment with nothing but the pinned inference packages
-(no pip, no helpers package installed, no torch, no tensorflow), caches it in
-``.cache/venv-inference-<hash>`` (about 20 s the first time, instant afterwards), and here we run
-``python -m helpers.predict`` there on both MNIST files and on real test digits written as PNG and ``.npy``,
-and check that the predictions equal the full environment's.
+``python -m helpers.predict`` runs in ``footprint.bare_env()`` (the pinned inference packages, nothing else) on both
+MNIST files and on real test digits written as PNG and ``.npy``; its predictions equal the full environment's.
 """
 from __future__ import annotations
 
@@ -53,18 +50,10 @@ def samples(tmp_path_factory):
     images, labels = mnist.x_test[:40], mnist.y_test[:40]
     files, order = [], []
     for i, mode in enumerate(["L", "RGB", "RGBA", "P", "I;16", "L", "RGB", "L"]):
-        image = images[i]
-        if mode == "RGB":
-            pil = Image.fromarray(np.stack([image] * 3, axis=-1))
-        elif mode == "RGBA":
-            pil = Image.fromarray(np.dstack([image] * 3 + [np.full_like(image, 255)]))
-        elif mode == "P":
-            pil = Image.fromarray(image).convert("P")  # then an explicit gray ramp: index i -> (i, i, i)
+        pil = Image.fromarray(images[i].astype(np.uint16) * 257) if mode == "I;16" else Image.fromarray(images[i])
+        pil = pil if mode in ("L", "I;16") else pil.convert(mode)
+        if mode == "P":  # an explicit gray ramp: index i -> (i, i, i)
             pil.putpalette([v for gray in range(256) for v in (gray, gray, gray)])
-        elif mode == "I;16":
-            pil = Image.fromarray(image.astype(np.uint16) * 257)
-        else:
-            pil = Image.fromarray(image)
         path = folder / f"digit_{i:02d}_{mode.replace(';', '')}.png"
         pil.save(path)
         files.append(path.name)
@@ -76,12 +65,11 @@ def samples(tmp_path_factory):
     return {"folder": folder, "files": files, "images": images[order], "labels": labels[order]}
 
 
-def run_cli(python, model, samples, *extra, by_path=False):
+def run_cli(python, *args, cwd=None, by_path=False):
     """Run the program with the repository on PYTHONPATH only (nothing of it is installed in the bare env)."""
     env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
     entry = [str(REPO_ROOT / "helpers" / "predict.py")] if by_path else ["-m", "helpers.predict"]
-    return footprint.run_python(python, [*entry, str(model), *samples["files"], *extra], cwd=samples["folder"], env=env)
-
+    return footprint.run_python(python, [*entry, *map(str, args)], cwd=cwd, env=env)
 
 # ---------------------------------------------------------------------------------- the pins
 def test_inference_requirements_are_exact_pins_matching_the_main_environment():
@@ -135,7 +123,7 @@ def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path, monkey
 @pytest.mark.parametrize("model_name", MODELS)
 def test_bare_env_predictions_match_the_full_environment(bare, samples, model_name):
     model = built_artifact(model_name)
-    result = run_cli(bare[1], model, samples, "--json")
+    result = run_cli(bare[1], model, *samples["files"], "--json", cwd=samples["folder"])
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     got = np.array([p["probabilities"] for p in report["predictions"]])
@@ -152,14 +140,14 @@ def test_bare_env_predictions_match_the_full_environment(bare, samples, model_na
     assert (got.argmax(1) == samples["labels"]).mean() >= 0.9
 
     # The same program in the full environment prints exactly the same thing.
-    full = run_cli(sys.executable, model, samples, "--json")
+    full = run_cli(sys.executable, model, *samples["files"], "--json", cwd=samples["folder"])
     assert full.returncode == 0 and full.stdout == result.stdout
 
 
 def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp_path):
     model = built_artifact(MODELS[0])
-    as_module = run_cli(bare[1], model, samples)
-    by_path = run_cli(bare[1], model, samples, by_path=True)
+    as_module = run_cli(bare[1], model, *samples["files"], cwd=samples["folder"])
+    by_path = run_cli(bare[1], model, *samples["files"], cwd=samples["folder"], by_path=True)
     assert as_module.returncode == by_path.returncode == 0, as_module.stderr + by_path.stderr
     assert as_module.stdout == by_path.stdout
     # A learner copies one file next to the model: no repository, no PYTHONPATH.
@@ -175,18 +163,16 @@ def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, sample
     model = built_artifact(MODELS[0])
     Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "big.png")
     (tmp_path / "model.onnx").write_bytes(b"\x00not a model")
-    env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
-    cases = [([str(model), str(tmp_path / "big.png")], 4, "image is 32x32 pixels; the model expects 28x28"),
-             ([str(tmp_path / "model.onnx"), str(tmp_path / "big.png")], 3, "not a valid ONNX model"),
-             ([str(model)], 2, "the following arguments are required")]
+    cases = [([model, tmp_path / "big.png"], 4, "image is 32x32 pixels; the model expects 28x28"),
+             ([tmp_path / "model.onnx", tmp_path / "big.png"], 3, "not a valid ONNX model"),
+             ([model], 2, "the following arguments are required")]
     for args, code, message in cases:
-        result = footprint.run_python(bare[1], ["-m", "helpers.predict", *args], env=env)
+        result = run_cli(bare[1], *args)
         assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
 
 
 def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, tmp_path):
-    """--preprocess mnist (notebook 04) needs numpy only: drawings exported by a canvas (dark strokes on a
-    transparent background, any size) give the same output in the bare environment as in the full one."""
+    """--preprocess mnist (notebook 04) on canvas exports of any size: the same output as in the full environment."""
     from helpers.data.drawings import draw
 
     data = load_mnist()
@@ -196,11 +182,8 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
         Image.fromarray(draw(data.x_test[k], scale=6 + k % 3, shift=(10 * k - 25, 20 - 8 * k),
                              style="dark-on-transparent"), "RGBA").save(path)
         files.append(path.name)
-    model = built_artifact(MODELS[0])
-    env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
-    args = ["-m", "helpers.predict", str(model), *files, "--preprocess", "mnist", "--json"]
-    in_bare = footprint.run_python(bare[1], args, cwd=tmp_path, env=env)
-    in_full = footprint.run_python(sys.executable, args, cwd=tmp_path, env=env)
+    args = [built_artifact(MODELS[0]), *files, "--preprocess", "mnist", "--json"]
+    in_bare, in_full = (run_cli(python, *args, cwd=tmp_path) for python in (bare[1], sys.executable))
     assert in_bare.returncode == 0 and in_full.returncode == 0, in_bare.stderr + in_full.stderr
     assert in_bare.stdout == in_full.stdout
     predicted = [p["class"] for p in json.loads(in_bare.stdout)["predictions"]]
