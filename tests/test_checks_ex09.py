@@ -7,12 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from helpers.grading.exercises import check
 from solutions.ex09 import Top2, audit
-from tables import refused, right, rows
+from tables import accepted, refused, right, rows
 
-
-# ------------------------------------------------------------------------------------------------ 09.1
 def _pixels(batch):
     return np.asarray(batch.column("pixels").to_pylist(), np.float32).reshape(-1, 1, 28, 28) / 255
 
@@ -53,20 +50,11 @@ class Top2RowByRow:  # a Python loop over the rows, lists instead of arrays
         return out
 
 
-class Broken(Top2):
+def broken(change, init=Top2.__init__):
     """The solution with one requirement broken by ``change(out, batch, self)``."""
-
-    change = staticmethod(lambda out, batch, self: out)
-
-    def __call__(self, batch):
-        return self.change(dict(super().__call__(batch)), batch, self)
-
-
-def broken(change, init=None):
-    attrs = {"change": staticmethod(change)}
-    if init is not None:
-        attrs["__init__"] = init
-    return type("BrokenTop2", (Broken,), attrs)
+    def call(self, batch):
+        return change(dict(Top2.__call__(self, batch)), batch, self)
+    return type("BrokenTop2", (Top2,), {"__init__": init, "__call__": call})
 
 
 def _softmax_over_batch(out, batch, self):
@@ -118,7 +106,6 @@ def test_top2_model_and_digits_change_between_checks():
     assert first[3]["pixels"].num_chunks > 1
 
 
-# ------------------------------------------------------------------------------------------------ 09.2
 def audit_with_counter(expected_ids, written_ids):  # collections.Counter, sets, plain ints
     from collections import Counter
 
@@ -140,8 +127,7 @@ def audit_numpy_arrays(expected_ids, written_ids):  # numpy arrays instead of li
     *right("09.2", audit, audit_with_counter, audit_numpy_arrays),
 ])
 def test_right_answers_pass(exercise, answer):
-    feedback = check(exercise, answer)
-    assert feedback.ok, str(feedback)
+    accepted(exercise, answer)
 
 
 def _dup_every_time(e, w):
