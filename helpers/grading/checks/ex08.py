@@ -53,16 +53,14 @@ WHITESPACE_PROBES = [  # (where, the whitespace, an example answer with a long r
 WHITESPACE_RUN = 16  # whitespace characters in a row: more than any bounded JSON layout of this answer needs
 
 
-def _generate(og, model, tokenizer, schema, ids, max_new):
+def _generate(model, tokenizer, schema, ids, max_new):
     """Greedy new tokens guided by ``schema``, at most ``max_new``: (text, number of tokens)."""
     import numpy as np
 
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(ids) + max_new, do_sample=False)
+    from helpers.grading.checks.ex07 import fresh_generator
+
     try:
-        params.set_guidance("json_schema", json.dumps(schema))
-        generator = og.Generator(model, params)
-        generator.append_tokens(ids)
+        generator = fresh_generator(model, ids, len(ids) + max_new, json.dumps(schema))
         new = []
         while not generator.is_done():
             generator.generate_next_token()
@@ -75,7 +73,6 @@ def _generate(og, model, tokenizer, schema, ids, max_new):
 def check_person_schema(answer, max_new=200):
     import jsonschema
     import numpy as np
-    import onnxruntime_genai as og
 
     from helpers.grading.checks.ex07 import smollm
 
@@ -96,7 +93,7 @@ def check_person_schema(answer, max_new=200):
     for sentence in rng.choice(SENTENCES, 3, replace=False):  # new sentences: answers parse, validate, end by themselves
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": str(sentence)}]
         ids = tokenizer.encode(tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True))
-        text, count = _generate(og, model, tokenizer, answer, ids, max_new)
+        text, count = _generate(model, tokenizer, answer, ids, max_new)
         if count >= max_new:
             raise Wrong(f"on {str(sentence)!r}: expected the answer to end by itself, it ran until max_length: "
                         f"{text[:60]!r}...; bound every string, number and whitespace")
@@ -114,7 +111,7 @@ def check_person_schema(answer, max_new=200):
     for where, label, example in WHITESPACE_PROBES:
         prompt = "".join(example.replace("{n}", n).replace("{a}", str(int(rng.integers(5, 90)))) + "\n"
                          for n in names)
-        text, _ = _generate(og, model, tokenizer, answer, tokenizer.encode(prompt), 32)
+        text, _ = _generate(model, tokenizer, answer, tokenizer.encode(prompt), 32)
         run = max((len(r) for r in re.findall(r"\s+", text)), default=0)
         if run >= WHITESPACE_RUN:
             options = sorted(set(answer.get("x-guidance") or {}) - {"whitespace_flexible"})
@@ -204,8 +201,7 @@ def check_time_per_layer(answer):
                 raise Wrong(f"on {what}: expected one entry per layer, keyed by its number (an int): missing "
                             f"{sorted(set(want) - keys, key=repr)}, extra {sorted(keys - set(want), key=repr)} "
                             "(only layers count)")
-            for n in sorted(want):
-                value = got[n]
+            for n, value in sorted(got.items()):
                 if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
                     raise Wrong(f"on {what}: expected µs per step (a number) for layer {n}, got {value!r:.40}")
             for n in [n for n in sorted(want) if abs(got[n] - want[n]) > 1e-6 * want[n]][:1]:
