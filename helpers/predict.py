@@ -195,7 +195,7 @@ def _png_chunks(data: bytes, path, expected_hw: tuple[int, int] | None,
             return header, palette, b"".join(idat)
 
 
-def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
+def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int, path) -> np.ndarray:
     """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
     rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
     out = np.zeros((height + 1, row_bytes), np.uint8)  # out[0]: the row of zeros above the image
@@ -213,7 +213,7 @@ def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int) -> np.ndarray:
                 done[x] = (done[x] + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))) & 255
             out[y] = np.frombuffer(done, np.uint8)
         else:
-            raise ValueError(f"unknown PNG filter type {kind} in row {y - 1}")
+            raise InputError(f"{path}: corrupt PNG (unknown PNG filter type {kind} in row {y - 1})")
     return out[1:]
 
 
@@ -230,10 +230,7 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
         raise InputError(f"{path}: corrupt PNG image data ({err})") from err
     if len(raw) != expected_size:
         raise InputError(f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}")
-    try:
-        rows = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8))
-    except ValueError as err:
-        raise InputError(f"{path}: corrupt PNG ({err})") from err
+    rows = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8), path)
     if depth < 8:  # 1, 2 or 4 bits per sample, packed big-endian within each byte
         bits = np.unpackbits(rows, axis=1).reshape(height, -1, depth)[:, :width]
         samples, maximum = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2), (1 << depth) - 1
@@ -395,7 +392,8 @@ def format_output(model: str, spec: ModelSpec, sources: list[str], probabilities
     return "\n".join(f"{s:<{width}}  {d}  {p[d]:.3f}" for s, d, p in zip(sources, digits, probabilities))
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
+    """The command line: exit 0 ok, 2 usage (argparse), 3 model, 4 input."""
     parser = argparse.ArgumentParser(
         prog="python -m helpers.predict",
         description="Classify 28x28 grayscale digits (PNG or .npy, many at once) with an MNIST .onnx model,\n"
@@ -414,12 +412,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print JSON (all probabilities) instead of text")
     parser.add_argument("--threads", type=int, default=None, metavar="N",
                         help="onnxruntime intra-op threads (default: onnxruntime's choice)")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command line: exit 0 ok, 2 usage (argparse), 3 model, 4 input."""
-    parser = _parser()
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
