@@ -12,7 +12,7 @@ import onnxruntime_genai as og
 import pytest
 
 from helpers.grading.exercises import check
-from tables import right, rows
+from tables import accepted, right, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from solutions import ex07  # noqa: E402
@@ -25,11 +25,6 @@ def feedback(exercise, answer):
     return result.message
 
 
-def accepted(exercise, answer):
-    result = check(exercise, answer)
-    assert result, result.message
-
-
 def decode_steps(generator, max_new_tokens):
     ids = []
     while not generator.is_done() and len(ids) < max_new_tokens:
@@ -38,7 +33,6 @@ def decode_steps(generator, max_new_tokens):
     return ids
 
 
-# ---------------------------------------------------------------- 07.2 one prefix, many questions
 def rewind_after_each_answer(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
     """Right: rewinds after answering instead of before asking."""
     answers = []
@@ -230,7 +224,6 @@ REQUIREMENTS_07_2 = [
 OTHER_MISTAKES_07_2 = [(second_best_token, "leave the greedy answer")]
 
 
-# ---------------------------------------------------------------- 07.3 stop text and token budget
 def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="text", keep_eos=True, sample=False):
     """The solution with one mistake: in max_length, in the stop test, or dropping the end-of-turn token."""
     def generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
@@ -250,7 +243,8 @@ def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="tex
             text += piece
             whole = tokenizer.decode(generator.get_sequence(0))
             if stop is not None and {"text": stop in text, "last-token": stop in piece,
-                                     "endswith": text.endswith(stop), "prompt-too": stop in whole}[stop_test]:
+                                     "endswith": text.endswith(stop), "prompt-too": stop in whole,
+                                     "every-other-token": stop in text and len(new_ids) % 2 == 0}[stop_test]:
                 break
         return new_ids
     return generate
@@ -335,20 +329,6 @@ def stop_token_dropped(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
     return ids[:-1] if stop is not None and stop in tokenizer.decode(ids) else ids
 
 
-def stop_checked_every_other_token(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
-    generator = og.Generator(model, params)
-    generator.append_tokens(prompt_ids)
-    out = []
-    while not generator.is_done():
-        generator.generate_next_token()
-        out.append(int(generator.get_next_tokens()[0]))
-        if stop and len(out) % 2 == 0 and stop in tokenizer.decode(out):   # mistake: looks every second token
-            break
-    return out
-
-
 def fixed_loop_without_is_done(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
     params = og.GeneratorParams(model)
     params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
@@ -377,7 +357,8 @@ REQUIREMENTS_07_3 = [
     ("a stop text spanning several tokens", generate_variant(stop_test="last-token"), "spans several tokens"),
     ("a stop text ending inside a token", generate_variant(stop_test="endswith"), "ends inside one"),
     ("the stop text looked for in the answer only", generate_variant(stop_test="prompt-too"), "the prompt does"),
-    ("stops right after the token completing stop", stop_checked_every_other_token, "you went on after the end"),
+    ("stops right after the token completing stop", generate_variant(stop_test="every-other-token"),
+     "you went on after the end"),
     ("... that token included", stop_token_dropped, "you stopped too early"),
 ]
 

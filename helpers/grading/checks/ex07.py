@@ -26,15 +26,23 @@ def prompt_ids(tokenizer, messages, add_generation_prompt=True) -> list[int]:
     return [int(t) for t in tokenizer.encode(text)]
 
 
-def greedy(model, ids, max_new_tokens, stop=None, tokenizer=None) -> list[int]:
-    """A fresh generator, at most ``max_new_tokens``, cut after ``stop`` appears in the answer's decoded text."""
+def fresh_generator(model, ids, max_length, guidance=None):
+    """A greedy ``og.Generator`` holding ``ids``, guided by the JSON schema text ``guidance`` if one is given."""
     import numpy as np
     import onnxruntime_genai as og
 
     params = og.GeneratorParams(model)
-    params.set_search_options(max_length=len(ids) + max_new_tokens, do_sample=False)
+    params.set_search_options(max_length=max_length, do_sample=False)
+    if guidance is not None:
+        params.set_guidance("json_schema", guidance)
     generator = og.Generator(model, params)
     generator.append_tokens(np.array(ids, dtype=np.int32))
+    return generator
+
+
+def greedy(model, ids, max_new_tokens, stop=None, tokenizer=None) -> list[int]:
+    """A fresh generator, at most ``max_new_tokens``, cut after ``stop`` appears in the answer's decoded text."""
+    generator = fresh_generator(model, ids, len(ids) + max_new_tokens)
     out = []
     while not generator.is_done():
         generator.generate_next_token()
@@ -65,9 +73,6 @@ def _differs(tokenizer, got, want, label, eos) -> None:
                 f"go on with {yours!r})")
 
 
-# --------------------------------------------------------------------------------------------------
-# 07.2  One shared prefix, many questions: reuse the prefix's KV cache
-# --------------------------------------------------------------------------------------------------
 class Recorder:
     """A real ``og.Generator`` noting each call as ``(name, tokens held before, first argument)``."""
 
@@ -95,32 +100,11 @@ ROUNDS = [  # (system prompt, questions, range of max_new_tokens): the order and
 ]
 
 
-def _run_answer_each(answer, model, tokenizer, prefix, questions, max_new, what):
-    """(the learner's answer on a generator holding ``prefix``, its recorded calls, the generators the learner made)."""
-    import numpy as np
-    import onnxruntime_genai as og
+def check_answer_each(answer):
     from unittest import mock
 
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=1024, do_sample=False)
-    generator = Recorder(og.Generator(model, params))
-    generator.append_tokens(np.array(prefix, dtype=np.int32))
-    generator.calls.clear()
-    made, real = [], og.Generator
-
-    def counted(*args, **kwargs):  # og.Generator as the learner calls it: counted, then the real one
-        made.append(args)
-        return real(*args, **kwargs)
-    try:
-        with mock.patch.object(og, "Generator", counted):
-            got = answer(generator, tokenizer, len(prefix), [np.array(q, dtype=np.int32) for q in questions], max_new)
-    except Exception as err:  # whatever the learner's function raises is reported, not hidden
-        raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
-    return got, generator.calls, len(made)
-
-
-def check_answer_each(answer):
     import numpy as np
+    import onnxruntime_genai as og
 
     require_callable(answer, "answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)")
     model, tokenizer = smollm()
@@ -134,7 +118,17 @@ def check_answer_each(answer):
         asked = [ids[len(prefix):] for ids in full]
         wants = [greedy(model, ids, max_new) for ids in full]  # a fresh generator per question: no shared cache
         what = f"{len(questions)} questions after a {len(prefix)}-token system prompt, max_new_tokens={max_new}"
-        got, calls, made = _run_answer_each(answer, model, tokenizer, prefix, asked, max_new, what)
+        generator, made, real = Recorder(fresh_generator(model, prefix, 1024)), [], og.Generator
+
+        def counted(*args, **kwargs):  # og.Generator as the learner calls it: counted, then the real one
+            made.append(args)
+            return real(*args, **kwargs)
+        try:
+            with mock.patch.object(og, "Generator", counted):
+                got = answer(generator, tokenizer, len(prefix), [np.array(q, dtype=np.int32) for q in asked], max_new)
+        except Exception as err:  # whatever the learner's function raises is reported, not hidden
+            raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}") from err
+        calls, made = generator.calls, len(made)
         if not isinstance(got, (list, tuple)) or len(got) != len(questions):
             shape = (f"a list of {len(got)} items" if isinstance(got, (list, tuple)) else type(got).__name__)
             raise Wrong(f"expected a list of {len(questions)} answers (lists of token ids) for {what}, got {shape}")
@@ -191,9 +185,6 @@ def check_answer_each(answer):
     return details + ["each prefix went through the model once, not once per question"]
 
 
-# --------------------------------------------------------------------------------------------------
-# 07.3  Greedy generation with a token budget and a stop text
-# --------------------------------------------------------------------------------------------------
 SYSTEM = {"role": "system", "content": "You are a helpful assistant."}
 
 
@@ -238,7 +229,8 @@ def check_generate(answer):
                     " (stop is optional: the task's signature has stop=None)" if stop is None and "stop" in str(err)
                     else "")
             what = what if stop is not None else f"{question} with max_new_tokens={max_new_tokens} and no stop"
-            raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: {err}{hint}") from err
+            raise Wrong(f"expected your function to run on {what}; it raised {type(err).__name__}: "
+                        f"{err}{hint}") from err
         if isinstance(got, str):
             raise Wrong(f"on {what}: expected the new token ids (a list of ints), got text")
         got = _ids(got, what)
