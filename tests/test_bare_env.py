@@ -54,9 +54,8 @@ def samples(tmp_path_factory):
         pil = pil if mode in ("L", "I;16") else pil.convert(mode)
         if mode == "P":  # an explicit gray ramp: index i -> (i, i, i)
             pil.putpalette([v for gray in range(256) for v in (gray, gray, gray)])
-        path = folder / f"digit_{i:02d}_{mode.replace(';', '')}.png"
-        pil.save(path)
-        files.append(path.name)
+        files.append(f"digit_{i:02d}_{mode.replace(';', '')}.png")
+        pil.save(folder / files[-1])
     np.save(folder / "batch_uint8.npy", images[8:32])                        # [24, 28, 28] uint8
     np.save(folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32))  # [8, 1, 28, 28]
     files += ["batch_uint8.npy", "batch_float.npy"]
@@ -174,12 +173,10 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
     from helpers.data.drawings import draw
 
     data = load_mnist()
-    files = []
-    for k in range(6):
-        path = tmp_path / f"canvas_{k}.png"
+    files = [f"canvas_{k}.png" for k in range(6)]
+    for k, name in enumerate(files):
         Image.fromarray(draw(data.x_test[k], scale=6 + k % 3, shift=(10 * k - 25, 20 - 8 * k),
-                             style="dark-on-transparent"), "RGBA").save(path)
-        files.append(path.name)
+                             style="dark-on-transparent"), "RGBA").save(tmp_path / name)
     args = [built_artifact(MODELS[0]), *files, "--preprocess", "mnist", "--json"]
     in_bare, in_full = (run_cli(python, *args, cwd=tmp_path) for python in (bare[1], sys.executable))
     assert in_bare.returncode == 0 and in_full.returncode == 0, in_bare.stderr + in_full.stderr
