@@ -111,8 +111,8 @@ ALTERNATIVES = [
 ]
 
 
-@pytest.mark.parametrize("schema", ALTERNATIVES, ids=["draft-2020-exclusive-bounds", "built-with-dict", "notebook-style",
-                                                     "literal-separators"])
+@pytest.mark.parametrize("schema", ALTERNATIVES, ids=["draft-2020-exclusive-bounds", "built-with-dict",
+                                                     "notebook-style", "literal-separators"])
 def test_08_1_accepts_other_right_schemas(schema):
     accepted("08.1", schema)
 

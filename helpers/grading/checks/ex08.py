@@ -90,7 +90,7 @@ def check_person_schema(answer, max_new=200):
                         f"{'refuses' if accept else 'accepts'} {json.dumps(instance, ensure_ascii=False)[:80]}")
     model, tokenizer = smollm()
     answers = []
-    for sentence in rng.choice(SENTENCES, 3, replace=False):  # new sentences: answers parse, validate, end by themselves
+    for sentence in rng.choice(SENTENCES, 3, replace=False):  # unseen: answers parse, validate, end by themselves
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": str(sentence)}]
         ids = tokenizer.encode(tokenizer.apply_chat_template(json.dumps(messages), add_generation_prompt=True))
         text, count = _generate(model, tokenizer, answer, ids, max_new)
