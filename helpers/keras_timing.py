@@ -1,4 +1,5 @@
 """Time notebook 02's Keras MLP beside ONNX Runtime in a process of its own: ``python -m helpers.keras_timing``."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,39 +36,61 @@ def main(argv=None) -> int:
     import onnx
     import tensorflow as tf
 
-    from helpers.measure.bandwidth import engine_session
-    from helpers.measure.side_by_side import onnxruntime_predict, time_side_by_side
     from helpers.data.mnist import load_mnist
     from helpers.lessons import MNIST_MEAN, MNIST_STD
+    from helpers.measure.bandwidth import engine_session
+    from helpers.measure.side_by_side import onnxruntime_predict, time_side_by_side
 
-    tf.config.threading.set_intra_op_parallelism_threads(args.threads)  # the notebook's thread count
+    tf.config.threading.set_intra_op_parallelism_threads(
+        args.threads
+    )  # the notebook's thread count
     tf.config.threading.set_inter_op_parallelism_threads(1)
     arrays = dense_weights(onnx.load(args.model))
-    model = keras.Sequential([keras.Input(shape=(1, 28, 28)),
-                              keras.layers.Rescaling(1 / MNIST_STD, offset=-MNIST_MEAN / MNIST_STD),
-                              keras.layers.Flatten()]
-                             + [keras.layers.Dense(w.shape[1], activation="relu") for w in arrays[0:-2:2]]
-                             + [keras.layers.Dense(arrays[-2].shape[1])])
+    model = keras.Sequential(
+        [
+            keras.Input(shape=(1, 28, 28)),
+            keras.layers.Rescaling(1 / MNIST_STD, offset=-MNIST_MEAN / MNIST_STD),
+            keras.layers.Flatten(),
+        ]
+        + [keras.layers.Dense(w.shape[1], activation="relu") for w in arrays[0:-2:2]]
+        + [keras.layers.Dense(arrays[-2].shape[1])]
+    )
     model.set_weights(arrays)
 
     data = load_mnist()
     x_test = data.x_test[:, None].astype(np.float32) / 255.0
     logits = model(x_test, training=False).numpy()
-    session = engine_session(args.model, args.threads)  # the notebook's settings: operators in sequence, no spinning
+    session = engine_session(
+        args.model, args.threads
+    )  # the notebook's settings: operators in sequence, no spinning
     reference = session.run(None, {"image": x_test})[0]
-    inputs = {b: tf.convert_to_tensor(x_test[:b]) for b in args.batch_sizes}  # converted before timing
-    latency = time_side_by_side({"keras": (lambda x: model(x, training=False), inputs),
-                                 "onnxruntime": (onnxruntime_predict(session),
-                                                 {b: np.ascontiguousarray(x_test[:b]) for b in args.batch_sizes})},
-                                min_time_s=args.min_time_s)
-    print(json.dumps({
-        "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
-        "max_abs_diff_vs_onnxruntime": float(np.abs(logits - reference).max()),
-        "accuracy": float((logits.argmax(1) == data.y_test).mean()),
-        "size_bytes": int(sum(w.nbytes for w in arrays)),
-        "latency_us": latency["keras"],
-        "onnxruntime_fp32_latency_us": latency["onnxruntime"],  # the same file, timed side by side with Keras
-    }))
+    inputs = {
+        b: tf.convert_to_tensor(x_test[:b]) for b in args.batch_sizes
+    }  # converted before timing
+    latency = time_side_by_side(
+        {
+            "keras": (lambda x: model(x, training=False), inputs),
+            "onnxruntime": (
+                onnxruntime_predict(session),
+                {b: np.ascontiguousarray(x_test[:b]) for b in args.batch_sizes},
+            ),
+        },
+        min_time_s=args.min_time_s,
+    )
+    print(
+        json.dumps(
+            {
+                "versions": {"tensorflow": tf.__version__, "keras": keras.__version__},
+                "max_abs_diff_vs_onnxruntime": float(np.abs(logits - reference).max()),
+                "accuracy": float((logits.argmax(1) == data.y_test).mean()),
+                "size_bytes": int(sum(w.nbytes for w in arrays)),
+                "latency_us": latency["keras"],
+                "onnxruntime_fp32_latency_us": latency[
+                    "onnxruntime"
+                ],  # the same file, timed side by side with Keras
+            }
+        )
+    )
     return 0
 
 

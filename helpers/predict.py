@@ -1,4 +1,5 @@
 """Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy and onnxruntime (notebook 03)."""
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,15 @@ examples:
   python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
   python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
-ORT_FLOAT_TYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+ORT_FLOAT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+}
 # what onnxruntime raises for a file it cannot load or run
-ORT_ERRORS = tuple(v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception))
+ORT_ERRORS = tuple(
+    v for v in vars(_ort_state).values() if isinstance(v, type) and issubclass(v, Exception)
+)
 
 
 class ModelError(Exception):
@@ -46,7 +53,7 @@ class InputError(Exception):
 # ----------------------------------------------------------------------------------------- the model
 class ModelSpec(NamedTuple):
     input_name: str
-    input_type: str    # e.g. "tensor(float)"
+    input_type: str  # e.g. "tensor(float)"
     batch: int | None  # None = dynamic batch dimension
     height: int
     width: int
@@ -57,25 +64,37 @@ def inspect_session(session: ort.InferenceSession) -> ModelSpec:
     """The session's names, shapes and types; ``ModelError`` unless ``[batch, 1, H, W] float -> [batch, classes]``."""
     inputs, outputs = session.get_inputs(), session.get_outputs()
     if len(inputs) != 1 or not outputs:
-        raise ModelError(f"expected a model with one input (an image batch) and an output, found inputs "
-                         f"{[i.name for i in inputs]} and {len(outputs)} outputs")
+        raise ModelError(
+            f"expected a model with one input (an image batch) and an output, found inputs "
+            f"{[i.name for i in inputs]} and {len(outputs)} outputs"
+        )
     inp, out = inputs[0], outputs[0]
     shape = list(inp.shape)
     if len(shape) != 4 or shape[1] != 1 or not all(isinstance(s, int) and s > 0 for s in shape[2:]):
-        raise ModelError(f"expected input {inp.name!r} shaped [batch, 1, height, width] with a fixed height and "
-                         f"width (one grayscale channel), found {shape}")
+        raise ModelError(
+            f"expected input {inp.name!r} shaped [batch, 1, height, width] with a fixed height and "
+            f"width (one grayscale channel), found {shape}"
+        )
     if inp.type not in ORT_FLOAT_TYPES:
-        raise ModelError(f"expected a floating-point input ({', '.join(ORT_FLOAT_TYPES)}), "
-                         f"input {inp.name!r} is {inp.type}")
+        raise ModelError(
+            f"expected a floating-point input ({', '.join(ORT_FLOAT_TYPES)}), "
+            f"input {inp.name!r} is {inp.type}"
+        )
     batch = shape[0] if isinstance(shape[0], int) else None
     if batch not in (None, 1):
-        raise ModelError(f"input {inp.name!r} has a fixed batch size of {batch}; expected a dynamic batch or 1")
+        raise ModelError(
+            f"input {inp.name!r} has a fixed batch size of {batch}; expected a dynamic batch or 1"
+        )
     if len(out.shape) != 2:
-        raise ModelError(f"expected output {out.name!r} shaped [batch, classes], found {list(out.shape)}")
+        raise ModelError(
+            f"expected output {out.name!r} shaped [batch, classes], found {list(out.shape)}"
+        )
     return ModelSpec(inp.name, inp.type, batch, shape[2], shape[3], out.name)
 
 
-def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.InferenceSession, ModelSpec]:
+def load_model(
+    path: str | Path, threads: int | None = None
+) -> tuple[ort.InferenceSession, ModelSpec]:
     """An ``InferenceSession`` on the CPU provider and its checked ``ModelSpec``; ``ModelError`` if unusable."""
     path = Path(path)
     if not path.is_file():
@@ -84,7 +103,9 @@ def load_model(path: str | Path, threads: int | None = None) -> tuple[ort.Infere
     if threads:
         options.intra_op_num_threads = threads
     try:
-        session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
     except ORT_ERRORS as err:
         raise ModelError(f"{path} is not a valid ONNX model onnxruntime can load: {err}") from err
     return session, inspect_session(session)
@@ -96,54 +117,75 @@ def read_bytes(path: str | Path) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as err:
-        reason = {FileNotFoundError: "image file not found", IsADirectoryError: "this is a folder, not an image file",
-                  PermissionError: "permission denied: this user may not read the file"}.get(type(err))
-        raise InputError(f"{path}: {reason or f'cannot read the file ({err.strerror or err})'}") from err
+        reason = {
+            FileNotFoundError: "image file not found",
+            IsADirectoryError: "this is a folder, not an image file",
+            PermissionError: "permission denied: this user may not read the file",
+        }.get(type(err))
+        raise InputError(
+            f"{path}: {reason or f'cannot read the file ({err.strerror or err})'}"
+        ) from err
 
 
 def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
     """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
     try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)  # never unpickle: a pickle can run code
+        array = np.load(
+            io.BytesIO(data), allow_pickle=False
+        )  # never unpickle: a pickle can run code
     except (ValueError, OSError, EOFError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err})") from err
     hw = tuple(expected_hw)
     if array.shape == hw or (array.ndim == 4 and array.shape[1:] == (1, *hw)):
         array = array.reshape(-1, *hw)
     if array.ndim != 3 or array.shape[1:] != hw:
-        raise InputError(f"{path}: array of shape {array.shape}; the model expects {hw}, (N, {hw[0]}, {hw[1]}) "
-                         f"or (N, 1, {hw[0]}, {hw[1]})")
+        raise InputError(
+            f"{path}: array of shape {array.shape}; the model expects {hw}, (N, {hw[0]}, {hw[1]}) "
+            f"or (N, 1, {hw[0]}, {hw[1]})"
+        )
     if len(array) == 0:
         raise InputError(f"{path}: the array holds no images (shape {array.shape})")
     if array.dtype == np.uint8:
         return array.astype(np.float32) / 255.0
     if not np.issubdtype(array.dtype, np.floating):
-        raise InputError(f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
-                         f"e.g. array.astype(np.uint8)")
+        raise InputError(
+            f"{path}: dtype {array.dtype} is not supported; expected uint8 (0..255) or float (0..1), "
+            f"e.g. array.astype(np.uint8)"
+        )
     if not (np.isfinite(array).all() and array.min() >= 0.0 and array.max() <= 1.0):
-        raise InputError(f"{path}: float values range {np.min(array):g}..{np.max(array):g}; expected finite "
-                         f"values in 0..1 (divide uint8 pixels by 255)")
+        raise InputError(
+            f"{path}: float values range {np.min(array):g}..{np.max(array):g}; expected finite "
+            f"values in 0..1 (divide uint8 pixels by 255)"
+        )
     return array.astype(np.float32)
 
 
-def read_image_file(path: str | Path, expected_hw: tuple[int, int], any_size: bool = False) -> tuple[np.ndarray, bool]:
+def read_image_file(
+    path: str | Path, expected_hw: tuple[int, int], any_size: bool = False
+) -> tuple[np.ndarray, bool]:
     """(float32 [N, H, W] in 0..1, is_png) from a PNG or ``.npy`` file told by content; ``any_size``: a drawing."""
     data = read_bytes(path)
     if data.startswith(PNG_SIGNATURE):
-        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[None], True
+        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[
+            None
+        ], True
     if data.startswith(b"\x93NUMPY"):
         return decode_npy(data, path, expected_hw), False
     raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
 
 
-def read_inputs(paths: list[str], spec: ModelSpec, mnist: bool = False) -> tuple[np.ndarray, list[str]]:
+def read_inputs(
+    paths: list[str], spec: ModelSpec, mnist: bool = False
+) -> tuple[np.ndarray, list[str]]:
     """Every file's images as float32 [N, H, W] (``mnist``: drawings preprocessed) and a source name per image."""
     sources, batches = [], []
     for path in paths:
         images, is_png = read_image_file(path, (spec.height, spec.width), any_size=mnist)
         names = [path] if is_png else [f"{path}[{i}]" for i in range(len(images))]
         if mnist:
-            images = np.stack([mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)])
+            images = np.stack(
+                [mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)]
+            )
         batches.append(images)
         sources += names
     return np.concatenate(batches), sources
@@ -152,13 +194,21 @@ def read_inputs(paths: list[str], spec: ModelSpec, mnist: bool = False) -> tuple
 # ----------------------------------------------------------------------------------------- PNG decoding
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # PNG colour type -> (channels, allowed bit depths)
-PNG_COLOR_TYPES = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)),
-                   6: (4, (8, 16))}
-MAX_DRAWING_SIDE = 4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
+PNG_COLOR_TYPES = {
+    0: (1, (1, 2, 4, 8, 16)),
+    2: (3, (8, 16)),
+    3: (1, (1, 2, 4, 8)),
+    4: (2, (8, 16)),
+    6: (4, (8, 16)),
+}
+MAX_DRAWING_SIDE = (
+    4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
+)
 
 
-def _png_chunks(data: bytes, path, expected_hw: tuple[int, int] | None,
-                max_side: int | None) -> tuple[tuple, np.ndarray | None, bytes]:
+def _png_chunks(
+    data: bytes, path, expected_hw: tuple[int, int] | None, max_side: int | None
+) -> tuple[tuple, np.ndarray | None, bytes]:
     """(IHDR fields, palette or None, joined IDAT data) with CRCs and the header checked before decompressing."""
     if not data.startswith(PNG_SIGNATURE):
         raise InputError(f"{path}: not a PNG file (bad signature)")
@@ -166,27 +216,46 @@ def _png_chunks(data: bytes, path, expected_hw: tuple[int, int] | None,
     while True:
         if pos + 8 > len(data):
             raise InputError(f"{path}: truncated PNG (no IEND chunk)")
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body, crc_bytes = data[pos + 8:pos + 8 + length], data[pos + 8 + length:pos + 12 + length]
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        body, crc_bytes = (
+            data[pos + 8 : pos + 8 + length],
+            data[pos + 8 + length : pos + 12 + length],
+        )
         if len(body) != length or len(crc_bytes) != 4:
             raise InputError(f"{path}: truncated PNG (chunk {kind!r} cut short)")
         if zlib.crc32(kind + body) != struct.unpack(">I", crc_bytes)[0]:
-            raise InputError(f"{path}: corrupt PNG (CRC mismatch in chunk {kind.decode('latin-1')!r})")
+            raise InputError(
+                f"{path}: corrupt PNG (CRC mismatch in chunk {kind.decode('latin-1')!r})"
+            )
         pos += 12 + length
         if header is None and (kind != b"IHDR" or length != 13):
-            raise InputError(f"{path}: corrupt PNG (first chunk is {kind!r} of {length} bytes, not IHDR)")
+            raise InputError(
+                f"{path}: corrupt PNG (first chunk is {kind!r} of {length} bytes, not IHDR)"
+            )
         if kind == b"IHDR":
             header = width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
             if expected_hw is not None and (height, width) != tuple(expected_hw):
-                raise InputError(f"{path}: image is {width}x{height} pixels; the model expects "
-                                 f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
-                                 f"need --preprocess mnist")
-            if expected_hw is None and max_side and not (1 <= width <= max_side and 1 <= height <= max_side):
-                raise InputError(f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}")
+                raise InputError(
+                    f"{path}: image is {width}x{height} pixels; the model expects "
+                    f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
+                    f"need --preprocess mnist"
+                )
+            if (
+                expected_hw is None
+                and max_side
+                and not (1 <= width <= max_side and 1 <= height <= max_side)
+            ):
+                raise InputError(
+                    f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}"
+                )
             if depth not in PNG_COLOR_TYPES.get(color, (0, ()))[1]:
-                raise InputError(f"{path}: unsupported PNG colour type {color} with bit depth {depth}")
+                raise InputError(
+                    f"{path}: unsupported PNG colour type {color} with bit depth {depth}"
+                )
             if interlace:
-                raise InputError(f"{path}: interlaced PNG is not supported; save it without interlacing")
+                raise InputError(
+                    f"{path}: interlaced PNG is not supported; save it without interlacing"
+                )
         elif kind == b"PLTE":
             palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
         elif kind == b"IDAT":
@@ -208,19 +277,29 @@ def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int, path) -> np.nda
         elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
             done, above = bytearray(line.tobytes()), up.tolist()
             for x in range(row_bytes):
-                a, b, c = (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
-                p = a + b - c  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
-                done[x] = (done[x] + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))) & 255
+                a, b, c = (
+                    (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
+                )
+                p = (
+                    a + b - c
+                )  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
+                done[x] = (
+                    done[x]
+                    + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))
+                ) & 255
             out[y] = np.frombuffer(done, np.uint8)
         else:
             raise InputError(f"{path}: corrupt PNG (unknown PNG filter type {kind} in row {y - 1})")
     return out[1:]
 
 
-def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
-               max_side: int | None = None) -> np.ndarray:
+def decode_png(
+    data: bytes, path, expected_hw: tuple[int, int] | None = None, max_side: int | None = None
+) -> np.ndarray:
     """A PNG file's bytes -> float32 gray [height, width] in 0..1; ``InputError`` saying why not."""
-    (width, height, depth, color, *_), palette, idat = _png_chunks(data, path, expected_hw, max_side)
+    (width, height, depth, color, *_), palette, idat = _png_chunks(
+        data, path, expected_hw, max_side
+    )
     channels = PNG_COLOR_TYPES[color][0]
     row_bytes = (width * channels * depth + 7) // 8
     expected_size = height * (row_bytes + 1)
@@ -229,17 +308,24 @@ def decode_png(data: bytes, path, expected_hw: tuple[int, int] | None = None,
     except zlib.error as err:
         raise InputError(f"{path}: corrupt PNG image data ({err})") from err
     if len(raw) != expected_size:
-        raise InputError(f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}")
+        raise InputError(
+            f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}"
+        )
     rows = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8), path)
     if depth < 8:  # 1, 2 or 4 bits per sample, packed big-endian within each byte
         bits = np.unpackbits(rows, axis=1).reshape(height, -1, depth)[:, :width]
-        samples, maximum = (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2), (1 << depth) - 1
+        samples, maximum = (
+            (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2),
+            (1 << depth) - 1,
+        )
     else:
         samples, maximum = (rows, 255) if depth == 8 else (rows.view(">u2"), 65535)
     samples = samples.reshape(height, width, channels).astype(np.int64)
     if color == 3:
         if palette is None or samples.max() >= len(palette):
-            raise InputError(f"{path}: corrupt PNG (palette index {samples.max()} without a PLTE entry)")
+            raise InputError(
+                f"{path}: corrupt PNG (palette index {samples.max()} without a PLTE entry)"
+            )
         samples, maximum = palette[samples[..., 0]].astype(np.int64), 255
     return gray_from_pixels(samples, maximum, path)
 
@@ -250,9 +336,11 @@ def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, n
         raise InputError(f"{name}: the image is fully transparent: there is no ink to classify")
     dark_share = alpha[gray < (maximum + 1) // 2].sum() / alpha.sum()
     if 0.05 < dark_share < 0.95:
-        raise InputError(f"{name}: the image has transparent parts and its visible pixels are both dark "
-                         f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
-                         f"save it on an opaque background")
+        raise InputError(
+            f"{name}: the image has transparent parts and its visible pixels are both dark "
+            f"({dark_share:.0%} of the ink) and light, so ink and background cannot be told apart; "
+            f"save it on an opaque background"
+        )
     paper = maximum if dark_share >= 0.95 else 0
     return (gray * alpha + paper * (maximum - alpha) + maximum // 2) // maximum
 
@@ -260,13 +348,21 @@ def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, n
 def gray_from_pixels(samples: np.ndarray, maximum: int = 255, name="image") -> np.ndarray:
     """Integer pixels [H, W, 1..4 channels] -> float32 gray [H, W] in 0..1 (ITU-R 601 weights, as Pillow's "L")."""
     samples = np.asarray(samples)
-    if samples.ndim != 3 or samples.shape[2] not in (1, 2, 3, 4) or not np.issubdtype(samples.dtype, np.integer):
-        raise InputError(f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
-                         f"{samples.shape}")
+    if (
+        samples.ndim != 3
+        or samples.shape[2] not in (1, 2, 3, 4)
+        or not np.issubdtype(samples.dtype, np.integer)
+    ):
+        raise InputError(
+            f"{name}: expected integer pixels [height, width, 1..4 channels], got {samples.dtype} "
+            f"{samples.shape}"
+        )
     samples, channels = samples.astype(np.int64), samples.shape[2]
     gray = samples[..., 0]
     if channels >= 3:
-        gray = (samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000) >> 16
+        gray = (
+            samples[..., 0] * 19595 + samples[..., 1] * 38470 + samples[..., 2] * 7471 + 0x8000
+        ) >> 16
     if channels in (2, 4) and (samples[..., -1] < maximum).any():
         gray = _transparent_background(gray, samples[..., -1], maximum, name)
     return (gray / maximum).astype(np.float32)
@@ -278,7 +374,10 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
 
 
 # ------------------------------------------------------------------------- the contract: light ink on black
-DARK, LIGHT = 0.25, 0.75  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
+DARK, LIGHT = (
+    0.25,
+    0.75,
+)  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
 
 
 def background(images: np.ndarray) -> np.ndarray:
@@ -293,36 +392,51 @@ def check_inputs(images: np.ndarray, sources: list[str], inverted: bool = False)
     blank = np.flatnonzero(flat.max(axis=1) == flat.min(axis=1))
     if len(blank):
         i = blank[0]
-        raise InputError(f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
-                         f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else ""))
+        raise InputError(
+            f"{sources[i]}: the image is blank (every pixel is {flat[i, 0]:.3g}): there is no digit "
+            f"to classify" + (f" ({len(blank)} blank images in all)" if len(blank) > 1 else "")
+        )
     light = np.flatnonzero(background(images) > DARK)
     if len(light):
-        i, hint = light[0], ("drop --invert for images that already are, or use" if inverted else "for a dark digit "
-                             "on a light or transparent background use --invert (28x28 images) or")
-        raise InputError(f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
-                         f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
-                         f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)")
+        i, hint = (
+            light[0],
+            (
+                "drop --invert for images that already are, or use"
+                if inverted
+                else "for a dark digit "
+                "on a light or transparent background use --invert (28x28 images) or"
+            ),
+        )
+        raise InputError(
+            f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
+            f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
+            f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)"
+        )
 
 
 def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
     """Ink in 0..1 from a gray image on a light (ink = 1 - gray) or dark background; mid-gray is an ``InputError``."""
     paper = float(background(gray))
     if DARK < paper < LIGHT:
-        raise InputError(f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
-                         f"be told apart; expected dark strokes on a light or transparent background")
+        raise InputError(
+            f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
+            f"be told apart; expected dark strokes on a light or transparent background"
+        )
     return 1.0 - gray if paper >= LIGHT else gray
 
 
 # ------------------------------------------------------------------------ MNIST-style preprocessing
 # the steps MNIST was made with (LeCun et al.); web/preprocess.js does them in the same order and arithmetic
-INK_THRESHOLD = 0.1   # pixels with at least this much ink define the bounding box
+INK_THRESHOLD = 0.1  # pixels with at least this much ink define the bounding box
 BOX_SIDE, FIELD_SIDE = 20, 28
 
 
 def _area_weights(n_in: int, n_out: int) -> np.ndarray:
     """[n_out, n_in] weights of area resampling: output pixel i averages the input it covers."""
     edges = np.arange(n_out + 1)[:, None] * (n_in / n_out)
-    overlap = np.minimum(edges[1:], np.arange(1, n_in + 1)) - np.maximum(edges[:-1], np.arange(n_in))
+    overlap = np.minimum(edges[1:], np.arange(1, n_in + 1)) - np.maximum(
+        edges[:-1], np.arange(n_in)
+    )
     return np.clip(overlap, 0, None) / (n_in / n_out)
 
 
@@ -333,13 +447,23 @@ def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.
         raise ValueError(f"centre must be 'mass', 'box' or 'none', got {centre!r}")
     rows, cols = np.nonzero(ink >= INK_THRESHOLD)
     if len(rows) == 0:
-        raise InputError(f"{name}: no ink found (no pixel reaches {INK_THRESHOLD:.0%} ink): the drawing is empty")
+        raise InputError(
+            f"{name}: no ink found (no pixel reaches {INK_THRESHOLD:.0%} ink): the drawing is empty"
+        )
     if centre == "none":  # a naive program: the whole drawing resized
-        return np.clip(_area_weights(ink.shape[0], FIELD_SIDE) @ ink @ _area_weights(ink.shape[1], FIELD_SIDE).T,
-                       0, 1).astype(np.float32)
-    crop = ink[rows.min():rows.max() + 1, cols.min():cols.max() + 1]
+        return np.clip(
+            _area_weights(ink.shape[0], FIELD_SIDE)
+            @ ink
+            @ _area_weights(ink.shape[1], FIELD_SIDE).T,
+            0,
+            1,
+        ).astype(np.float32)
+    crop = ink[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
     height, width = crop.shape
-    new_h, new_w = (max(1, int(np.floor(side * BOX_SIDE / max(height, width) + 0.5))) for side in (height, width))
+    new_h, new_w = (
+        max(1, int(np.floor(side * BOX_SIDE / max(height, width) + 0.5)))
+        for side in (height, width)
+    )
     small = _area_weights(height, new_h) @ crop @ _area_weights(width, new_w).T
     centre_y, centre_x = (new_h - 1) / 2, (new_w - 1) / 2
     if centre == "mass":
@@ -349,7 +473,7 @@ def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.
     top = min(max(int(np.floor(middle - centre_y + 0.5)), 0), FIELD_SIDE - new_h)
     left = min(max(int(np.floor(middle - centre_x + 0.5)), 0), FIELD_SIDE - new_w)
     field = np.zeros((FIELD_SIDE, FIELD_SIDE))
-    field[top:top + new_h, left:left + new_w] = small
+    field[top : top + new_h, left : left + new_w] = small
     return np.clip(field, 0, 1).astype(np.float32)
 
 
@@ -364,32 +488,59 @@ def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) 
     """Class probabilities [N, classes] for float images [N, H, W] in 0..1."""
     images = np.asarray(images)
     if images.ndim != 3 or images.shape[1:] != (spec.height, spec.width):
-        raise InputError(f"expected images shaped (N, {spec.height}, {spec.width}), got {images.shape}")
-    batch = images[:, None].astype(ORT_FLOAT_TYPES[spec.input_type])  # [N, 1, H, W] in the model's dtype
-    chunks = [batch] if spec.batch is None else [batch[i:i + 1] for i in range(len(batch))]
+        raise InputError(
+            f"expected images shaped (N, {spec.height}, {spec.width}), got {images.shape}"
+        )
+    batch = images[:, None].astype(
+        ORT_FLOAT_TYPES[spec.input_type]
+    )  # [N, 1, H, W] in the model's dtype
+    chunks = [batch] if spec.batch is None else [batch[i : i + 1] for i in range(len(batch))]
     try:
-        logits = np.concatenate([session.run([spec.output_name], {spec.input_name: c})[0] for c in chunks])
+        logits = np.concatenate(
+            [session.run([spec.output_name], {spec.input_name: c})[0] for c in chunks]
+        )
     except ORT_ERRORS as err:
         raise ModelError(f"the model failed while running: {err}") from err
     if logits.shape[0] != len(batch) or logits.ndim != 2:
-        raise ModelError(f"output {spec.output_name!r} has shape {logits.shape}; expected ({len(batch)}, classes)")
+        raise ModelError(
+            f"output {spec.output_name!r} has shape {logits.shape}; expected ({len(batch)}, classes)"
+        )
     return softmax(logits.astype(np.float64))
 
 
 # ------------------------------------------------------------------------------------------- the program
-def format_output(model: str, spec: ModelSpec, sources: list[str], probabilities: np.ndarray, as_json: bool) -> str:
+def format_output(
+    model: str, spec: ModelSpec, sources: list[str], probabilities: np.ndarray, as_json: bool
+) -> str:
     """A line per image (source, digit, probability), or the JSON report with every probability."""
     digits = probabilities.argmax(axis=1)
     if as_json:
-        return json.dumps({
-            "model": model,
-            "input": {"name": spec.input_name, "type": spec.input_type, "height": spec.height, "width": spec.width},
-            "output": spec.output_name,
-            "predictions": [{"source": s, "class": int(d), "probability": float(p[d]), "probabilities": p.tolist()}
-                            for s, d, p in zip(sources, digits, probabilities)],
-        }, indent=1)
+        return json.dumps(
+            {
+                "model": model,
+                "input": {
+                    "name": spec.input_name,
+                    "type": spec.input_type,
+                    "height": spec.height,
+                    "width": spec.width,
+                },
+                "output": spec.output_name,
+                "predictions": [
+                    {
+                        "source": s,
+                        "class": int(d),
+                        "probability": float(p[d]),
+                        "probabilities": p.tolist(),
+                    }
+                    for s, d, p in zip(sources, digits, probabilities)
+                ],
+            },
+            indent=1,
+        )
     width = max(len(s) for s in sources)
-    return "\n".join(f"{s:<{width}}  {d}  {p[d]:.3f}" for s, d, p in zip(sources, digits, probabilities))
+    return "\n".join(
+        f"{s:<{width}}  {d}  {p[d]:.3f}" for s, d, p in zip(sources, digits, probabilities)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -397,32 +548,58 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.predict",
         description="Classify 28x28 grayscale digits (PNG or .npy, many at once) with an MNIST .onnx model,\n"
-                    "using only numpy and onnxruntime. Prints a line per image: source, digit, probability.",
-        epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model", help="the .onnx file (input [batch, 1, H, W] float, output [batch, classes])")
-    parser.add_argument("images", nargs="+", metavar="IMAGE",
-                        help="PNG files, or .npy arrays of uint8 0..255 / float 0..1 shaped [H, W], [N, H, W] "
-                             "or [N, 1, H, W]; a light digit on black, as MNIST (checked on the border)")
-    parser.add_argument("--invert", action="store_true",
-                        help="the images show a dark digit on a light background (MNIST is white on black)")
-    parser.add_argument("--preprocess", choices=("none", "mnist"), default="none",
-                        help="mnist: drawings of any size, dark on light or transparent (or light on dark, told by "
-                             "the border) made into 28x28 as MNIST was: crop to the ink, longest side 20 px, centre "
-                             "of mass at the centre (default: none, the images are already the model's input)")
-    parser.add_argument("--json", action="store_true", help="print JSON (all probabilities) instead of text")
-    parser.add_argument("--threads", type=int, default=None, metavar="N",
-                        help="onnxruntime intra-op threads (default: onnxruntime's choice)")
+        "using only numpy and onnxruntime. Prints a line per image: source, digit, probability.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "model", help="the .onnx file (input [batch, 1, H, W] float, output [batch, classes])"
+    )
+    parser.add_argument(
+        "images",
+        nargs="+",
+        metavar="IMAGE",
+        help="PNG files, or .npy arrays of uint8 0..255 / float 0..1 shaped [H, W], [N, H, W] "
+        "or [N, 1, H, W]; a light digit on black, as MNIST (checked on the border)",
+    )
+    parser.add_argument(
+        "--invert",
+        action="store_true",
+        help="the images show a dark digit on a light background (MNIST is white on black)",
+    )
+    parser.add_argument(
+        "--preprocess",
+        choices=("none", "mnist"),
+        default="none",
+        help="mnist: drawings of any size, dark on light or transparent (or light on dark, told by "
+        "the border) made into 28x28 as MNIST was: crop to the ink, longest side 20 px, centre "
+        "of mass at the centre (default: none, the images are already the model's input)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print JSON (all probabilities) instead of text"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="onnxruntime intra-op threads (default: onnxruntime's choice)",
+    )
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
     if args.invert and args.preprocess == "mnist":
-        parser.error("--preprocess mnist finds the ink itself (dark on light or light on dark): drop --invert")
+        parser.error(
+            "--preprocess mnist finds the ink itself (dark on light or light on dark): drop --invert"
+        )
     mnist = args.preprocess == "mnist"
     try:
         session, spec = load_model(args.model, args.threads)
         if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
-            raise ModelError(f"--preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
-                             f"{spec.width}x{spec.height}")
+            raise ModelError(
+                f"--preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
+                f"{spec.width}x{spec.height}"
+            )
         images, sources = read_inputs(args.images, spec, mnist)
         if args.invert:
             images = 1.0 - images

@@ -6,6 +6,7 @@ A table row comes from its notebook: title cell ``# NN · Title``, the paragraph
 text, run time from ``notebooks/series.json`` (written by ``html --record-times``). Nav cells (tagged ``nav``)
 follow the title cell and end the notebook; ``sync`` rewrites them all, so it is idempotent.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,14 @@ from pathlib import Path
 import nbformat
 
 from helpers.data.atomic import atomic_dir, atomic_path
-from helpers.pipeline.artifacts import META, SERIES_GLOB, execute_notebook, notebook_paths, series_meta
 from helpers.data.paths import REPO_ROOT
+from helpers.pipeline.artifacts import (
+    META,
+    SERIES_GLOB,
+    execute_notebook,
+    notebook_paths,
+    series_meta,
+)
 from helpers.pipeline.save_cells import lesson_modules
 
 WORDS_PER_MIN, CODE_LINES_PER_MIN = 150, 6  # the live pace of a class reading and running the code
@@ -43,8 +50,8 @@ class SeriesError(Exception):
 class Entry:
     path: Path
     number: str
-    title: str                 # without the "NN · " prefix
-    teaches: str               # one line of markdown
+    title: str  # without the "NN · " prefix
+    teaches: str  # one line of markdown
     run_time_s: float | None
     reading_min: tuple[float, float]  # (core path, whole notebook)
 
@@ -63,7 +70,9 @@ def _title_index(nb, path: Path) -> int:
             if TITLE.match(cell.source.strip().splitlines()[0]):
                 return i
             break
-    raise SeriesError(f"{path.name}: the first markdown cell must start with a title line '# NN · Title'")
+    raise SeriesError(
+        f"{path.name}: the first markdown cell must start with a title line '# NN · Title'"
+    )
 
 
 def core_counts(nb) -> dict:
@@ -76,7 +85,9 @@ def core_counts(nb) -> dict:
         if cell.cell_type == "markdown":
             deeper = DEEPER.search(cell.source)
             counts["words"] += len(cell.source.split())
-            counts["core_words"] += in_core * len(cell.source[:deeper.start() if deeper else None].split())
+            counts["core_words"] += in_core * len(
+                cell.source[: deeper.start() if deeper else None].split()
+            )
             in_core = in_core and not deeper
         else:
             lines = [line for line in cell.source.splitlines() if line.strip()]
@@ -89,8 +100,10 @@ def core_counts(nb) -> dict:
 def reading_minutes(nb) -> tuple[float, float]:
     """Minutes to read (core path, whole notebook) at the live pace of a class."""
     c = core_counts(nb)
-    return (c["core_words"] / WORDS_PER_MIN + c["core_lines"] / CODE_LINES_PER_MIN,
-            c["words"] / WORDS_PER_MIN + c["lines"] / CODE_LINES_PER_MIN)
+    return (
+        c["core_words"] / WORDS_PER_MIN + c["core_lines"] / CODE_LINES_PER_MIN,
+        c["words"] / WORDS_PER_MIN + c["lines"] / CODE_LINES_PER_MIN,
+    )
 
 
 def is_optional(entry: "Entry") -> bool:
@@ -99,21 +112,33 @@ def is_optional(entry: "Entry") -> bool:
 
 def budget(root: Path = REPO_ROOT) -> str:
     """The table of ``python -m helpers.series budget``; optional notebooks are listed, not counted in the total."""
-    rows, total = [], dict.fromkeys(("core_words", "core_lines", "core_long_lines", "minutes", "run_s"), 0)
+    rows, total = (
+        [],
+        dict.fromkeys(("core_words", "core_lines", "core_long_lines", "minutes", "run_s"), 0),
+    )
     for entry in read_series(root / "notebooks"):
-        c = core_counts(nbformat.read(entry.path, as_version=4)) | {"minutes": entry.reading_min[0],
-                                                                   "run_s": entry.run_time_s or 0}
+        c = core_counts(nbformat.read(entry.path, as_version=4)) | {
+            "minutes": entry.reading_min[0],
+            "run_s": entry.run_time_s or 0,
+        }
         optional = is_optional(entry)
-        rows.append(f"{entry.number}  {c['core_words']:6d} {c['core_lines']:6d} {c['core_long_lines']:5d}"
-                    f"  {c['minutes']:5.1f} min{'  (optional, not counted)' if optional else ''}")
+        rows.append(
+            f"{entry.number}  {c['core_words']:6d} {c['core_lines']:6d} {c['core_long_lines']:5d}"
+            f"  {c['minutes']:5.1f} min{'  (optional, not counted)' if optional else ''}"
+        )
         for key in total:
             total[key] += 0 if optional else c[key]
-    return "\n".join(["nb   words  lines  >100  reading (core path)", *rows,
-                      f"all  {total['core_words']:6d} {total['core_lines']:6d} {total['core_long_lines']:5d}"
-                      f"  {total['minutes']:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines"
-                      " a minute",
-                      f"recorded run times of the core notebooks: {total['run_s'] / 60:.1f} min (on the machine that "
-                      "last recorded them)"])
+    return "\n".join(
+        [
+            "nb   words  lines  >100  reading (core path)",
+            *rows,
+            f"all  {total['core_words']:6d} {total['core_lines']:6d} {total['core_long_lines']:5d}"
+            f"  {total['minutes']:5.1f} min at {WORDS_PER_MIN} words and {CODE_LINES_PER_MIN} code lines"
+            " a minute",
+            f"recorded run times of the core notebooks: {total['run_s'] / 60:.1f} min (on the machine that "
+            "last recorded them)",
+        ]
+    )
 
 
 def read_entry(path: Path) -> Entry:
@@ -121,18 +146,30 @@ def read_entry(path: Path) -> Entry:
     i = _title_index(nb, path)
     match = TITLE.match(nb.cells[i].source.strip().splitlines()[0])
     if match["number"] != path.name[:2]:
-        raise SeriesError(f"{path.name}: title says notebook {match['number']}, the file name says {path.name[:2]}")
+        raise SeriesError(
+            f"{path.name}: title says notebook {match['number']}, the file name says {path.name[:2]}"
+        )
     meta = nb.metadata.get("series", {})
     # the one-line purpose: the first paragraph after the title line, in the title cell or the next markdown cell
     texts = [nb.cells[i].source.strip().partition("\n")[2]]
-    texts += [c.source for c in nb.cells[i + 1:] if c.cell_type == "markdown" and not _is_nav(c)][:1]
+    texts += [c.source for c in nb.cells[i + 1 :] if c.cell_type == "markdown" and not _is_nav(c)][
+        :1
+    ]
     paragraphs = [p for text in texts for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
     teaches = " ".join(str(meta.get("teaches") or (paragraphs[0] if paragraphs else "")).split())
     if not teaches:
-        raise SeriesError(f"{path.name}: no one-line purpose after the title (and no metadata series.teaches)")
+        raise SeriesError(
+            f"{path.name}: no one-line purpose after the title (and no metadata series.teaches)"
+        )
     run_time = series_meta(path.parent).get(path.name, {}).get("run_time_s")
-    return Entry(path, match["number"], match["title"], teaches, None if run_time is None else float(run_time),
-                 reading_minutes(nb))
+    return Entry(
+        path,
+        match["number"],
+        match["title"],
+        teaches,
+        None if run_time is None else float(run_time),
+        reading_minutes(nb),
+    )
 
 
 def read_series(notebooks_dir: Path) -> list[Entry]:
@@ -169,9 +206,16 @@ def with_nav(nb, source: str, path: Path):
     """A copy of the notebook with its old nav cells removed and fresh ones after the title and at the end."""
     nb = nbformat.from_dict(nb)
     nb.cells = [c for c in nb.cells if not _is_nav(c)]
-    top, bottom = (nbformat.v4.new_markdown_cell(source, id=f"series-nav-{where}") for where in ("top", "bottom"))
+    top, bottom = (
+        nbformat.v4.new_markdown_cell(source, id=f"series-nav-{where}")
+        for where in ("top", "bottom")
+    )
     for cell in (top, bottom):
-        cell.metadata = {"deletable": False, "editable": False, "tags": [NAV_TAG]}  # JupyterLab guards them
+        cell.metadata = {
+            "deletable": False,
+            "editable": False,
+            "tags": [NAV_TAG],
+        }  # JupyterLab guards them
     nb.cells.insert(_title_index(nb, path) + 1, top)
     nb.cells.append(bottom)
     return nb
@@ -181,14 +225,23 @@ def readme_table(entries: list[Entry], link_prefix: str) -> str:
     def cell(text: str) -> str:
         return " ".join(text.split()).replace("|", "\\|")
 
-    lines = [f"{TABLE_START} (generated by `python -m helpers.series sync` from the notebooks; do not edit by hand) -->",
-             "| notebook | what it teaches | reading time: core path / all | run time here |", "|---|---|---|---|"]
-    lines += [f"| [{cell(e.label)}]({link_prefix}{e.path.name}) | {cell(e.teaches)} | {format_reading(e.reading_min)} "
-              f"| {format_run_time(e.run_time_s)} |" for e in entries]
-    lines += ["", f"Reading times are estimated from each notebook's text at {WORDS_PER_MIN} words of prose and "
-              f"{CODE_LINES_PER_MIN} lines of code per minute (the live pace of a class): the core path (every cell "
-              "before `## Going deeper`) and the whole notebook; `python -m helpers.series budget` counts them.",
-              TABLE_END]
+    lines = [
+        f"{TABLE_START} (generated by `python -m helpers.series sync` from the notebooks; do not edit by hand) -->",
+        "| notebook | what it teaches | reading time: core path / all | run time here |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| [{cell(e.label)}]({link_prefix}{e.path.name}) | {cell(e.teaches)} | {format_reading(e.reading_min)} "
+        f"| {format_run_time(e.run_time_s)} |"
+        for e in entries
+    ]
+    lines += [
+        "",
+        f"Reading times are estimated from each notebook's text at {WORDS_PER_MIN} words of prose and "
+        f"{CODE_LINES_PER_MIN} lines of code per minute (the live pace of a class): the core path (every cell "
+        "before `## Going deeper`) and the whole notebook; `python -m helpers.series budget` counts them.",
+        TABLE_END,
+    ]
     return "\n".join(lines)
 
 
@@ -200,15 +253,30 @@ def plan(root: Path = REPO_ROOT) -> dict[Path, tuple[str, str]]:
     readme = readme_path.read_text(encoding="utf-8")
     start, end = readme.find(TABLE_START), readme.find(TABLE_END)
     if start < 0 or end < start:
-        raise SeriesError(f"{readme_path.name}: expected the markers '{TABLE_START} -->' and '{TABLE_END}'")
+        raise SeriesError(
+            f"{readme_path.name}: expected the markers '{TABLE_START} -->' and '{TABLE_END}'"
+        )
     rel = os.path.relpath(notebooks_dir, readme_path.parent).replace(os.sep, "/") + "/"
-    files = {readme_path: (readme, readme[:start] + readme_table(entries, rel) + readme[end + len(TABLE_END):])}
-    headings = re.findall(r"^##+ (.*)$", readme[:start], re.M)  # the Contents link: the heading above the table
-    anchor = "#" + re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", headings[-1].strip().lower())) if headings else ""
+    files = {
+        readme_path: (
+            readme,
+            readme[:start] + readme_table(entries, rel) + readme[end + len(TABLE_END) :],
+        )
+    }
+    headings = re.findall(
+        r"^##+ (.*)$", readme[:start], re.M
+    )  # the Contents link: the heading above the table
+    anchor = (
+        "#" + re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", headings[-1].strip().lower()))
+        if headings
+        else ""
+    )
     contents = os.path.relpath(readme_path, notebooks_dir).replace(os.sep, "/") + anchor
     for i, entry in enumerate(entries):
         current = entry.path.read_text(encoding="utf-8")
-        nb = with_nav(nbformat.reads(current, as_version=4), nav_markdown(entries, i, contents), entry.path)
+        nb = with_nav(
+            nbformat.reads(current, as_version=4), nav_markdown(entries, i, contents), entry.path
+        )
         files[entry.path] = (current, nbformat.writes(nb).rstrip("\n") + "\n")
     for module, text in lesson_modules([e.path for e in entries]).items():
         path = root / "helpers" / f"{module}.py"
@@ -231,13 +299,18 @@ def sync(root: Path = REPO_ROOT) -> list[Path]:
 
 def check(root: Path = REPO_ROOT) -> str:
     """'' when everything is in sync, else a readable report with a diff for each stale file."""
+
     def nav_text(text: str) -> str:  # the top and bottom cells are the same text: show it once
-        return "\n".join(dict.fromkeys(c.source for c in nbformat.reads(text, as_version=4).cells if _is_nav(c)))
+        return "\n".join(
+            dict.fromkeys(c.source for c in nbformat.reads(text, as_version=4).cells if _is_nav(c))
+        )
 
     report = []
     for path, (current, wanted) in plan(root).items():
         name = path.relative_to(root).as_posix()
-        a, b = (nav_text(current), nav_text(wanted)) if path.suffix == ".ipynb" else (current, wanted)
+        a, b = (
+            (nav_text(current), nav_text(wanted)) if path.suffix == ".ipynb" else (current, wanted)
+        )
         if path.suffix == ".py":
             report.append(f"{name}: differs from the notebooks' #@save cells")
         elif path.suffix != ".ipynb":
@@ -247,13 +320,25 @@ def check(root: Path = REPO_ROOT) -> str:
         else:
             report.append(f"{name}: navigation cells are missing or out of place")
             a, b = current, wanted
-        report += difflib.unified_diff(a.splitlines(), b.splitlines(), f"{name} (now)", f"{name} (after sync)",
-                                       n=1, lineterm="")
-    return "\n".join(report + ["Run `python -m helpers.series sync` and commit the result."] if report else [])
+        report += difflib.unified_diff(
+            a.splitlines(),
+            b.splitlines(),
+            f"{name} (now)",
+            f"{name} (after sync)",
+            n=1,
+            lineterm="",
+        )
+    return "\n".join(
+        report + ["Run `python -m helpers.series sync` and commit the result."] if report else []
+    )
 
 
-def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: bool = True,
-               record: bool = False) -> Path:
+def build_html(
+    root: Path = REPO_ROOT,
+    out: Path = Path("build/html"),
+    execute: bool = True,
+    record: bool = False,
+) -> Path:
     """Write ``out/NN_name.html`` for every notebook and ``out/index.html``; replace ``out`` only on success.
     ``record=True`` also stores each measured run time in ``notebooks/series.json``, then syncs."""
     from nbconvert import HTMLExporter
@@ -264,14 +349,19 @@ def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: 
     from traitlets.config import Config
 
     # a streamed answer printed piece by piece (notebook 07) reads as one block, as in Jupyter
-    exporter = HTMLExporter(config=Config({"CoalesceStreamsPreprocessor": {"enabled": True}}),
-                            template_name="lab", embed_images=True)
+    exporter = HTMLExporter(
+        config=Config({"CoalesceStreamsPreprocessor": {"enabled": True}}),
+        template_name="lab",
+        embed_images=True,
+    )
 
     def export(nb, name: str, path: Path) -> None:
         for cell in nb.cells:  # links between notebooks point at the HTML pages
             if cell.cell_type == "markdown":
                 cell.source = SERIES_LINK.sub(lambda m: f"{m[1]}.html{m[2] or ''})", cell.source)
-        body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(path)}})
+        body, _ = exporter.from_notebook_node(
+            nb, resources={"metadata": {"name": name, "path": str(path)}}
+        )
         (tmp / f"{name}.html").write_text(body, encoding="utf-8")
 
     try:
@@ -287,22 +377,44 @@ def build_html(root: Path = REPO_ROOT, out: Path = Path("build/html"), execute: 
                         meta = series_meta(entry.path.parent)
                         meta.setdefault(entry.path.name, {})["run_time_s"] = round(seconds, 1)
                         _write(entry.path.parent / META, json.dumps(meta, indent=1) + "\n")
-                export(with_nav(nb, nav_markdown(entries, i, "index.html"), entry.path), entry.path.stem,
-                       entry.path.parent)
+                export(
+                    with_nav(nb, nav_markdown(entries, i, "index.html"), entry.path),
+                    entry.path.stem,
+                    entry.path.parent,
+                )
             project = (root / "README.md").read_text(encoding="utf-8").lstrip("# ").splitlines()[0]
-            how = "executed in series order, each in a fresh kernel, for this copy" if execute else "not executed"
-            export(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(
-                f"# {project}\n\n{readme_table(entries, '')}\n\nNotebooks {how}.")], metadata={"title": project}),
-                "index", root)
+            how = (
+                "executed in series order, each in a fresh kernel, for this copy"
+                if execute
+                else "not executed"
+            )
+            export(
+                nbformat.v4.new_notebook(
+                    cells=[
+                        nbformat.v4.new_markdown_cell(
+                            f"# {project}\n\n{readme_table(entries, '')}\n\nNotebooks {how}."
+                        )
+                    ],
+                    metadata={"title": project},
+                ),
+                "index",
+                root,
+            )
     finally:
-        if record and execute:  # keep what was measured in the table even if a later notebook failed
+        if (
+            record and execute
+        ):  # keep what was measured in the table even if a later notebook failed
             sync(root)
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.series", description=__doc__.split("\n")[0])
-    parser.add_argument("--root", type=Path, default=REPO_ROOT, help="repository root (README.md, notebooks/)")
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.series", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--root", type=Path, default=REPO_ROOT, help="repository root (README.md, notebooks/)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sync", help="write the navigation cells and the README table")
     sub.add_parser("check", help="exit 1 with a diff when sync would change anything")
@@ -311,11 +423,16 @@ def main(argv: list[str] | None = None) -> int:
     p_html.add_argument("--out", type=Path, default=Path("build/html"))
     mode = p_html.add_mutually_exclusive_group()
     mode.add_argument("--no-execute", action="store_true", help="convert the files as they are")
-    mode.add_argument("--record-times", action="store_true", help="store the run times in series.json, sync")
+    mode.add_argument(
+        "--record-times", action="store_true", help="store the run times in series.json, sync"
+    )
     args = parser.parse_args(argv)
     try:
         if args.command == "sync":
-            print("\n".join(f"updated {p.relative_to(args.root)}" for p in sync(args.root)) or "already in sync")
+            print(
+                "\n".join(f"updated {p.relative_to(args.root)}" for p in sync(args.root))
+                or "already in sync"
+            )
         elif args.command == "budget":
             print(budget(args.root))
         elif args.command == "check":

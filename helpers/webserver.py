@@ -1,4 +1,5 @@
 """Serves notebook 04's page, ONNX Runtime Web and the listed models on 127.0.0.1: ``python -m helpers.webserver``."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,18 +14,33 @@ from helpers.data.paths import REPO_ROOT, artifacts_dir
 
 WEB_DIR = REPO_ROOT / "web"
 ORT_DIST = REPO_ROOT / "node_modules" / "onnxruntime-web" / "dist"
-FP32_MODELS = [("PyTorch MLP", "mnist_mlp_pytorch.onnx"), ("Keras MLP", "mnist_mlp_keras.onnx"),
-               ("PyTorch CNN", "mnist_cnn_pytorch.onnx")]
-TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-         ".mjs": "text/javascript; charset=utf-8", ".json": "application/json", ".wasm": "application/wasm"}
+FP32_MODELS = [
+    ("PyTorch MLP", "mnist_mlp_pytorch.onnx"),
+    ("Keras MLP", "mnist_mlp_keras.onnx"),
+    ("PyTorch CNN", "mnist_cnn_pytorch.onnx"),
+]
+TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".mjs": "text/javascript; charset=utf-8",
+    ".json": "application/json",
+    ".wasm": "application/wasm",
+}
 
 
 def default_models() -> list[dict]:
     """The picker's list: ``artifacts/web_models.json`` if notebook 04 wrote it, else the fp32 files present."""
-    listed = artifacts_dir() / "web_models.json"  # written by notebook 04: the files that ran in ONNX Runtime Web
-    models = (json.loads(listed.read_text()) if listed.is_file()
-              else [{"label": label, "file": name} for label, name in FP32_MODELS])
-    return [m for m in models if (artifacts_dir() / m["file"]).is_file()]  # files deleted since are left out
+    listed = (
+        artifacts_dir() / "web_models.json"
+    )  # written by notebook 04: the files that ran in ONNX Runtime Web
+    models = (
+        json.loads(listed.read_text())
+        if listed.is_file()
+        else [{"label": label, "file": name} for label, name in FP32_MODELS]
+    )
+    return [
+        m for m in models if (artifacts_dir() / m["file"]).is_file()
+    ]  # files deleted since are left out
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -44,12 +60,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.dumps([{"label": m["label"], "url": f"models/{m['file']}"} for m in models])
             return self._send(200, body.encode(), TYPES[".json"])
         if path.startswith("/models/"):
-            wanted = path[len("/models/"):]
+            wanted = path[len("/models/") :]
             if wanted not in {m["file"] for m in models}:
                 return self._send(404, f"no model {wanted} here".encode())
             return self._file(artifacts_dir() / wanted, artifacts_dir())
         if path.startswith("/ort/"):
-            return self._file(ORT_DIST / path[len("/ort/"):], ORT_DIST)
+            return self._file(ORT_DIST / path[len("/ort/") :], ORT_DIST)
         return self._file(WEB_DIR / (path.lstrip("/") or "index.html"), WEB_DIR)
 
     def _file(self, path: Path, root: Path) -> None:
@@ -66,7 +82,9 @@ class PageServer:
     def __init__(self, models: list[dict] | None = None, port: int = 0):
         for model in models or []:
             if not (artifacts_dir() / model["file"]).is_file():
-                raise FileNotFoundError(f"model {model['label']!r}: no file artifacts/{model['file']}")
+                raise FileNotFoundError(
+                    f"model {model['label']!r}: no file artifacts/{model['file']}"
+                )
         self._models, self.port, self._server = models, port, None
 
     @property
@@ -75,13 +93,17 @@ class PageServer:
 
     def start(self) -> "PageServer":
         if not (ORT_DIST / "ort.wasm.min.mjs").is_file():
-            raise FileNotFoundError(f"ONNX Runtime Web is not installed ({ORT_DIST} is missing): run `npm ci` "
-                                    f"in {REPO_ROOT} (make setup does)")
+            raise FileNotFoundError(
+                f"ONNX Runtime Web is not installed ({ORT_DIST} is missing): run `npm ci` "
+                f"in {REPO_ROOT} (make setup does)"
+            )
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _Handler)
         self._server.page = self  # what a request's handler reads as self.server.page
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/"
-        self.thread = threading.Thread(target=self._server.serve_forever, name="page-server", daemon=True)
+        self.thread = threading.Thread(
+            target=self._server.serve_forever, name="page-server", daemon=True
+        )
         self.thread.start()
         return self
 
@@ -99,17 +121,24 @@ class PageServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.webserver",
-                                     description="Serve the digit-drawing page (notebook 04) on 127.0.0.1.")
-    parser.add_argument("--port", type=int, default=8004, help="port to listen on (default 8004; 0 = any free port)")
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.webserver",
+        description="Serve the digit-drawing page (notebook 04) on 127.0.0.1.",
+    )
+    parser.add_argument(
+        "--port", type=int, default=8004, help="port to listen on (default 8004; 0 = any free port)"
+    )
     try:
         server = PageServer(port=parser.parse_args(argv).port).start()
     except OSError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     labels = [m["label"] for m in server.models]
-    print(f"serving the page at {server.url} with {len(labels)} models "
-          f"({', '.join(labels) or 'none: run notebooks 01, 02 and 05 first'}); Ctrl+C stops", flush=True)
+    print(
+        f"serving the page at {server.url} with {len(labels)} models "
+        f"({', '.join(labels) or 'none: run notebooks 01, 02 and 05 first'}); Ctrl+C stops",
+        flush=True,
+    )
     try:
         server.thread.join()
     except KeyboardInterrupt:

@@ -1,4 +1,5 @@
 """Solutions for notebook 00's exercises."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,12 +14,15 @@ def solve_1(workdir: Path):
     W = np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5
     b = np.array([0.1, -0.2, 0.3], np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W", "b"], ["scores"], transB=1),
-         helper.make_node("Softmax", ["scores"], ["probabilities"])],
+        [
+            helper.make_node("Gemm", ["x", "W", "b"], ["scores"], transB=1),
+            helper.make_node("Softmax", ["scores"], ["probabilities"]),
+        ],
         "linear_classifier",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
         [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, ["batch", 3])],
-        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b")])
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b")],
+    )
     return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 20)])
 
 
@@ -40,7 +44,9 @@ def interpret(model, image):
         elif node.op_type == "Gemm":
             a = x[0].T if attrs.get("transA") else x[0]
             b = x[1].T if attrs.get("transB") else x[1]
-            out = attrs.get("alpha", 1.0) * (a @ b) + attrs.get("beta", 1.0) * (x[2] if len(x) > 2 else 0)
+            out = attrs.get("alpha", 1.0) * (a @ b) + attrs.get("beta", 1.0) * (
+                x[2] if len(x) > 2 else 0
+            )
         elif node.op_type == "MatMul":
             out = x[0] @ x[1]
         elif node.op_type == "Add":
@@ -59,4 +65,8 @@ def solve_2(workdir: Path):
 
 def solve_3(workdir: Path):
     """Found by trying check_model, check_model(full_check=True), InferenceSession in that order."""
-    return {"output_renamed": "check_model", "opset_5": "InferenceSession", "W_shape_5x3": "full_check"}
+    return {
+        "output_renamed": "check_model",
+        "opset_5": "InferenceSession",
+        "W_shape_5x3": "full_check",
+    }

@@ -1,4 +1,5 @@
 """Solutions for notebook 01's exercises (they need torch, like the notebook)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,10 @@ def trained_mlp():
     from helpers.pipeline.artifacts import built_artifact
 
     model = MnistMLP()
-    weights = {init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
-               for init in onnx.load(built_artifact("mnist_mlp_pytorch.onnx")).graph.initializer}
+    weights = {
+        init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
+        for init in onnx.load(built_artifact("mnist_mlp_pytorch.onnx")).graph.initializer
+    }
     model.load_state_dict({name: weights[name] for name in model.state_dict()})
     return model.eval()
 
@@ -37,8 +40,16 @@ def solve_1(workdir: Path):
             return self.mlp(pixels.reshape(-1, 1, 28, 28) / 255)
 
     path = Path(workdir) / "mlp_rows.onnx"
-    torch.onnx.export(FromRows(trained_mlp()).eval(), (torch.zeros(2, 784),), path, input_names=["pixels"],
-                      output_names=["logits"], dynamo=True, dynamic_shapes=({0: "batch"},), external_data=False)
+    torch.onnx.export(
+        FromRows(trained_mlp()).eval(),
+        (torch.zeros(2, 784),),
+        path,
+        input_names=["pixels"],
+        output_names=["logits"],
+        dynamo=True,
+        dynamic_shapes=({0: "batch"},),
+        external_data=False,
+    )
     return path
 
 
@@ -56,9 +67,16 @@ def solve_2(workdir: Path):
             return torch.softmax(self.mlp(image) / temperature, dim=-1)
 
     path = Path(workdir) / "mlp_temperature.onnx"
-    torch.onnx.export(WithTemperature(trained_mlp()).eval(), (torch.zeros(1, 1, 28, 28), torch.ones(1, 1)), path,
-                      input_names=["image", "temperature"], output_names=["probabilities"], dynamo=True,
-                      dynamic_shapes=({0: "batch"}, {0: "batch"}), external_data=False)
+    torch.onnx.export(
+        WithTemperature(trained_mlp()).eval(),
+        (torch.zeros(1, 1, 28, 28), torch.ones(1, 1)),
+        path,
+        input_names=["image", "temperature"],
+        output_names=["probabilities"],
+        dynamo=True,
+        dynamic_shapes=({0: "batch"}, {0: "batch"}),
+        external_data=False,
+    )
     return path
 
 
@@ -78,6 +96,14 @@ def solve_3(workdir: Path):
             return torch.where(sure, logits, torch.zeros_like(logits))
 
     path = Path(workdir) / "mlp_abstain.onnx"
-    torch.onnx.export(Abstain(trained_mlp()).eval(), (torch.zeros(1, 1, 28, 28),), path, input_names=["image"],
-                      output_names=["logits"], dynamo=True, dynamic_shapes=({0: "batch"},), external_data=False)
+    torch.onnx.export(
+        Abstain(trained_mlp()).eval(),
+        (torch.zeros(1, 1, 28, 28),),
+        path,
+        input_names=["image"],
+        output_names=["logits"],
+        dynamo=True,
+        dynamic_shapes=({0: "batch"},),
+        external_data=False,
+    )
     return path

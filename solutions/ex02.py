@@ -6,6 +6,7 @@ solutions export the small CNN of 02.1, trained once on the training digits and 
 the checks compare the file with whichever trained Keras model is passed, so the export code is exactly the one
 the notebook's ``model`` needs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -28,13 +29,15 @@ def train_cnn(x_train, y_train, path):
     channels last), exported with a channels-last TensorSpec (the dict key names the output)."""
     tf, keras, tf2onnx = _tf()
     keras.utils.set_random_seed(0)
-    cnn = keras.Sequential([
-        keras.Input(shape=(28, 28, 1), name="image"),
-        keras.layers.Conv2D(8, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(10),
-    ])
+    cnn = keras.Sequential(
+        [
+            keras.Input(shape=(28, 28, 1), name="image"),
+            keras.layers.Conv2D(8, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10),
+        ]
+    )
     cnn.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     cnn.fit(x_train.transpose(0, 2, 3, 1), y_train, epochs=1, verbose=0)
     tf2onnx.convert.from_function(
@@ -58,15 +61,23 @@ def _trained_cnn():
     from helpers.data.mnist import load_mnist
 
     data = load_mnist()
-    with tempfile.TemporaryDirectory() as folder:  # its file is not needed: 02.2 and 02.3 export it again
-        return train_cnn((data.x_train / 255).astype(np.float32)[:, None], data.y_train, Path(folder) / "cnn.onnx")
+    with (
+        tempfile.TemporaryDirectory() as folder
+    ):  # its file is not needed: 02.2 and 02.3 export it again
+        return train_cnn(
+            (data.x_train / 255).astype(np.float32)[:, None],
+            data.y_train,
+            Path(folder) / "cnn.onnx",
+        )
 
 
 def _contract_model():
     """A Keras model with the contract's input [batch, 1, 28, 28] (in the notebook: the trained ``model``)."""
     _, keras, _ = _tf()
     image = keras.Input(shape=(1, 28, 28), name="image")
-    logits = _trained_cnn()(keras.layers.Permute((2, 3, 1))(image))  # channels first -> channels last
+    logits = _trained_cnn()(
+        keras.layers.Permute((2, 3, 1))(image)
+    )  # channels first -> channels last
     return keras.Model(image, logits)
 
 
@@ -81,8 +92,10 @@ def solve_2(workdir: Path):
 
     tf2onnx.convert.from_function(
         tf.function(serve),
-        input_signature=[tf.TensorSpec((None, 1, 28, 28), tf.float32, name="image"),
-                         tf.TensorSpec((), tf.float32, name="temperature")],
+        input_signature=[
+            tf.TensorSpec((None, 1, 28, 28), tf.float32, name="image"),
+            tf.TensorSpec((), tf.float32, name="temperature"),
+        ],
         opset=18,
         output_path=str(path),
     )

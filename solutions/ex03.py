@@ -1,4 +1,5 @@
 """Solutions for notebook 03's exercises: numpy and onnxruntime only, like the notebook."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,14 +7,20 @@ from pathlib import Path
 import numpy as np
 
 # ONNX Runtime's element type names -> numpy dtypes (the ones an image input may have)
-ORT_TO_NUMPY = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16}
+ORT_TO_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+}
 
 
 def classify(session, images_uint8: np.ndarray) -> np.ndarray:
     """Predicted class per uint8 [N, 28, 28] image; every name, dtype and layout comes from the session."""
     image_input = session.get_inputs()[0]
     output_name = session.get_outputs()[0].name
-    layout = image_input.shape[1:]  # [1, 28, 28], [28, 28, 1] or [784]: the same pixels in another order
+    layout = image_input.shape[
+        1:
+    ]  # [1, 28, 28], [28, 28, 1] or [784]: the same pixels in another order
     pixels = (images_uint8 / 255.0).reshape(len(images_uint8), *layout)
     feed = pixels.astype(ORT_TO_NUMPY[image_input.type])
     logits = session.run([output_name], {image_input.name: feed})[0]
@@ -27,9 +34,11 @@ def classify_in_batches(session, images_uint8: np.ndarray) -> np.ndarray:
         return classify(session, images_uint8)
     labels = []
     for start in range(0, len(images_uint8), size):
-        chunk = images_uint8[start:start + size]
-        padding = np.zeros((size - len(chunk), *chunk.shape[1:]), chunk.dtype)  # black images fill the last run
-        labels.append(classify(session, np.concatenate([chunk, padding]))[:len(chunk)])
+        chunk = images_uint8[start : start + size]
+        padding = np.zeros(
+            (size - len(chunk), *chunk.shape[1:]), chunk.dtype
+        )  # black images fill the last run
+        labels.append(classify(session, np.concatenate([chunk, padding]))[: len(chunk)])
     return np.concatenate(labels)
 
 
@@ -44,11 +53,15 @@ def solve_2(workdir: Path):
     from helpers.pipeline.artifacts import built_artifact
 
     data = load_mnist()
-    session = ort.InferenceSession(built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        built_artifact("mnist_mlp_pytorch.onnx"), providers=["CPUExecutionProvider"]
+    )
     accuracy = {}
     for k in range(7):
         moved = np.zeros_like(data.x_test)
-        moved[:, :, k:] = data.x_test[:, :, :28 - k]  # k pixels to the right, black comes in from the left
+        moved[:, :, k:] = data.x_test[
+            :, :, : 28 - k
+        ]  # k pixels to the right, black comes in from the left
         accuracy[k] = float((classify(session, moved) == data.y_test).mean())
     return accuracy
 

@@ -1,4 +1,5 @@
 """Solutions for notebook 04's exercises."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -2,6 +2,7 @@
 
 Quantization works on the ``.onnx`` file alone: no framework is needed.
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -23,7 +24,7 @@ class MnistCalibrationReader(CalibrationDataReader):
         session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
         self.input_name = session.get_inputs()[0].name
         scaled = np.asarray(images_uint8).astype(np.float32)[:, None] / 255.0  # the contract: 0..1
-        self.batches = iter([scaled[i:i + batch_size] for i in range(0, len(scaled), batch_size)])
+        self.batches = iter([scaled[i : i + batch_size] for i in range(0, len(scaled), batch_size)])
 
     def get_next(self):
         batch = next(self.batches, None)  # stays None once the batches are used up
@@ -37,8 +38,13 @@ def quantize_int8(fp32_path, int8_path, train_uint8):
     with tempfile.TemporaryDirectory() as tmp:
         preprocessed = Path(tmp) / "preprocessed.onnx"
         quant_pre_process(fp32_path, preprocessed)
-        quantize_static(preprocessed, int8_path, MnistCalibrationReader(preprocessed, train_uint8),
-                        quant_format=QuantFormat.QDQ, per_channel=True)
+        quantize_static(
+            preprocessed,
+            int8_path,
+            MnistCalibrationReader(preprocessed, train_uint8),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+        )
 
 
 def gemm_to_matmul(model):
@@ -53,10 +59,19 @@ def gemm_to_matmul(model):
             continue
         attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         w = numpy_helper.to_array(weights[node.input[1]])
-        weights[node.input[1]].CopyFrom(numpy_helper.from_array(
-            np.ascontiguousarray(w.T if attrs.get("transB") else w), node.input[1]))
-        nodes += [helper.make_node("MatMul", node.input[:2], [node.output[0] + "_mm"], name=node.name + "_mm"),
-                  helper.make_node("Add", [node.output[0] + "_mm", node.input[2]], node.output, name=node.name + "_b")]
+        weights[node.input[1]].CopyFrom(
+            numpy_helper.from_array(
+                np.ascontiguousarray(w.T if attrs.get("transB") else w), node.input[1]
+            )
+        )
+        nodes += [
+            helper.make_node(
+                "MatMul", node.input[:2], [node.output[0] + "_mm"], name=node.name + "_mm"
+            ),
+            helper.make_node(
+                "Add", [node.output[0] + "_mm", node.input[2]], node.output, name=node.name + "_b"
+            ),
+        ]
     del model.graph.node[:]
     model.graph.node.extend(nodes)
     return model
@@ -66,8 +81,13 @@ def int4_weights(fp32_path, int4_path, block_size):
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    quantizer = MatMulNBitsQuantizer(gemm_to_matmul(onnx.load(fp32_path)), bits=4, block_size=block_size,
-                                     is_symmetric=True, accuracy_level=4)
+    quantizer = MatMulNBitsQuantizer(
+        gemm_to_matmul(onnx.load(fp32_path)),
+        bits=4,
+        block_size=block_size,
+        is_symmetric=True,
+        accuracy_level=4,
+    )
     quantizer.process()
     onnx.save(quantizer.model.model, int4_path)
 

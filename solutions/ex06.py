@@ -1,4 +1,5 @@
 """Solutions for notebook 06's exercises (numpy, time and onnx only)."""
+
 from __future__ import annotations
 
 import time
@@ -17,7 +18,11 @@ def fair_time(fn, warmup: int = 5, calls: int = 30) -> dict:
         fn()
         samples.append(time.perf_counter() - start)
     us = np.array(samples) * 1e6
-    return {"p50_us": float(np.median(us)), "p90_us": float(np.percentile(us, 90)), "n": len(samples)}
+    return {
+        "p50_us": float(np.median(us)),
+        "p90_us": float(np.percentile(us, 90)),
+        "n": len(samples),
+    }
 
 
 def macs_per_image(path) -> int:
@@ -26,10 +31,16 @@ def macs_per_image(path) -> int:
     from onnx import numpy_helper
 
     model = onnx.load(path)
-    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # one image: a fixed batch of 1
+    model.graph.input[0].type.tensor_type.shape.dim[
+        0
+    ].dim_value = 1  # one image: a fixed batch of 1
     model = onnx.shape_inference.infer_shapes(model)
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
-    shapes.update({v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.output})
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info
+    }
+    shapes.update(
+        {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.output}
+    )
     weights = {t.name: numpy_helper.to_array(t).shape for t in model.graph.initializer}
     total = 0
     for node in model.graph.node:

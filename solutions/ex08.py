@@ -1,4 +1,5 @@
 """Solutions for notebook 08's exercises (a JSON schema for a new extraction task; time per layer from profiles)."""
+
 from __future__ import annotations
 
 import json
@@ -8,11 +9,13 @@ from pathlib import Path
 
 person_schema = {
     "type": "object",
-    "properties": {"name": {"type": "string", "maxLength": 40},                 # bounded: cannot loop
-                   "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},  # bounded: cannot loop
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
     "required": ["name", "age"],
     "additionalProperties": False,
-    "x-guidance": {"whitespace_flexible": False},                                # no free whitespace
+    "x-guidance": {"whitespace_flexible": False},  # no free whitespace
 }
 
 

@@ -1,4 +1,5 @@
 """Solutions for notebook 09's exercises (the checks run them without starting Ray, as Ray Data would call them)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,20 +19,27 @@ class Top2:
         pixels = batch["pixels"].combine_chunks().flatten().to_numpy().reshape(-1, 1, 28, 28)
         logits = self.session.run(["logits"], {"image": pixels.astype(np.float32) / 255})[0]
         exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-        probabilities = exp / exp.sum(axis=1, keepdims=True)          # a softmax over each row
-        order = np.argsort(probabilities, axis=1)[:, ::-1]            # most probable first
+        probabilities = exp / exp.sum(axis=1, keepdims=True)  # a softmax over each row
+        order = np.argsort(probabilities, axis=1)[:, ::-1]  # most probable first
         rows = np.arange(len(order))
-        return {"id": batch["id"].to_numpy(), "top1": order[:, 0], "top2": order[:, 1],
-                "p1": probabilities[rows, order[:, 0]], "p2": probabilities[rows, order[:, 1]]}
+        return {
+            "id": batch["id"].to_numpy(),
+            "top1": order[:, 0],
+            "top2": order[:, 1],
+            "p1": probabilities[rows, order[:, 0]],
+            "p2": probabilities[rows, order[:, 1]],
+        }
 
 
 def audit(expected_ids, written_ids) -> dict:
     """Ids expected but never written, written more than once, and written but never expected (sorted)."""
     expected = np.asarray(expected_ids, dtype=np.int64)
     written, counts = np.unique(np.asarray(written_ids, dtype=np.int64), return_counts=True)
-    return {"missing": np.setdiff1d(expected, written).tolist(),
-            "duplicated": written[counts > 1].tolist(),
-            "unexpected": np.setdiff1d(written, expected).tolist()}
+    return {
+        "missing": np.setdiff1d(expected, written).tolist(),
+        "duplicated": written[counts > 1].tolist(),
+        "unexpected": np.setdiff1d(written, expected).tolist(),
+    }
 
 
 def solve_1(workdir: Path):

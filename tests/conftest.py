@@ -1,4 +1,5 @@
 """Shared fixtures (an isolated cache pre-seeded with the verified wheel, Chromium), the tiers, TensorFlow apart."""
+
 from __future__ import annotations
 
 import json
@@ -45,9 +46,12 @@ def flat_model(tmp_path):
     """``tmp_path/flat.onnx``: a valid ONNX model that is no digit classifier (Identity on ``[batch, 784]``)."""
     from onnx import TensorProto, helper, save
 
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 784])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 784])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 9
     save(model, tmp_path / "flat.onnx")
@@ -70,13 +74,26 @@ def ray_env(monkeypatch):
 
 # Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json;
 # a test file has those below; test_checks_exNN.py and test_exercises.py's [NN.K] items those of NEEDS["NN"].
-FILE_MARKERS = {"test_bundle.py": ["slow"], "test_bare_env.py": ["slow"], "test_lab_startup.py": ["slow"],
-                "test_web.py": ["slow"], "test_checks_ex01.py": ["slow"], "test_checks_ex03.py": ["slow"],
-                "test_checks_ex04.py": ["slow"],  # the four longest of tests/ (about 3 minutes together on 2 cores)
-                "test_jupyterlab_browser.py": ["browser"], "test_web_page.py": ["browser"], "test_llm.py": ["llm"],
-                "test_ray_cluster.py": ["ray"], "test_ray_serve.py": ["ray"]}
+FILE_MARKERS = {
+    "test_bundle.py": ["slow"],
+    "test_bare_env.py": ["slow"],
+    "test_lab_startup.py": ["slow"],
+    "test_web.py": ["slow"],
+    "test_checks_ex01.py": ["slow"],
+    "test_checks_ex03.py": ["slow"],
+    "test_checks_ex04.py": [
+        "slow"
+    ],  # the four longest of tests/ (about 3 minutes together on 2 cores)
+    "test_jupyterlab_browser.py": ["browser"],
+    "test_web_page.py": ["browser"],
+    "test_llm.py": ["llm"],
+    "test_ray_cluster.py": ["ray"],
+    "test_ray_serve.py": ["ray"],
+}
 NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
-TENSORFLOW_CHILD = "ONNX_PDF_TENSORFLOW_CHILD"  # set in the child pytest: the folder of its node ids and reports
+TENSORFLOW_CHILD = (
+    "ONNX_PDF_TENSORFLOW_CHILD"  # set in the child pytest: the folder of its node ids and reports
+)
 _tensorflow: dict = {}
 
 
@@ -84,9 +101,15 @@ def pytest_collection_modifyitems(items):
     """Mark every item with its tiers; in the TensorFlow child, keep only the items its parent sent."""
     meta = series_meta()
     for item in items:
-        number = re.search(r"test_checks_ex(\d\d)\.py::|test_exercises\.py::.*\[(\d\d)\.", item.nodeid)
-        names = (["slow", *meta.get(item.path.name, {}).get("markers", [])] if item.path.suffix == ".ipynb" else
-                 FILE_MARKERS.get(item.path.name, []) + NEEDS.get(number and (number[1] or number[2]), []))
+        number = re.search(
+            r"test_checks_ex(\d\d)\.py::|test_exercises\.py::.*\[(\d\d)\.", item.nodeid
+        )
+        names = (
+            ["slow", *meta.get(item.path.name, {}).get("markers", [])]
+            if item.path.suffix == ".ipynb"
+            else FILE_MARKERS.get(item.path.name, [])
+            + NEEDS.get(number and (number[1] or number[2]), [])
+        )
         for name in names:
             item.add_marker(name)
     if os.environ.get(TENSORFLOW_CHILD):
@@ -105,13 +128,20 @@ def _run_tensorflow_child(session) -> None:
     with tempfile.TemporaryDirectory(prefix="onnx-pdf-tensorflow-") as folder:
         Path(folder, "nodeids.json").write_text(json.dumps([item.nodeid for item in items]))
         with open(Path(folder, "output.txt"), "w") as output:
-            child = subprocess.run([sys.executable, "-m", "pytest", "-q", *sorted({str(i.path) for i in items})],
-                                   cwd=session.config.rootpath, env={**os.environ, TENSORFLOW_CHILD: folder},
-                                   stdout=output, stderr=subprocess.STDOUT, check=False)
+            child = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", *sorted({str(i.path) for i in items})],
+                cwd=session.config.rootpath,
+                env={**os.environ, TENSORFLOW_CHILD: folder},
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
         log = Path(folder, "reports.jsonl")
         for line in log.read_text().splitlines() if log.exists() else []:
             _tensorflow.setdefault(json.loads(line)["nodeid"], []).append(json.loads(line))
-        _tensorflow[None] = f"exit {child.returncode}, output ending:\n{Path(folder, 'output.txt').read_text()[-3000:]}"
+        _tensorflow[None] = (
+            f"exit {child.returncode}, output ending:\n{Path(folder, 'output.txt').read_text()[-3000:]}"
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -124,11 +154,21 @@ def pytest_runtest_protocol(item, nextitem):
     if None not in _tensorflow:
         _run_tensorflow_child(item.session)
     config = item.config
-    reports = [config.hook.pytest_report_from_serializable(config=config, data=data)
-               for data in _tensorflow.get(item.nodeid, [])]
+    reports = [
+        config.hook.pytest_report_from_serializable(config=config, data=data)
+        for data in _tensorflow.get(item.nodeid, [])
+    ]
     if not any(report.when == "teardown" for report in reports):
-        reports.append(pytest.TestReport(item.nodeid, item.location, {}, "failed", "the TensorFlow child pytest "
-                                         f"gave no result for this test ({_tensorflow[None]})", "call"))
+        reports.append(
+            pytest.TestReport(
+                item.nodeid,
+                item.location,
+                {},
+                "failed",
+                f"the TensorFlow child pytest gave no result for this test ({_tensorflow[None]})",
+                "call",
+            )
+        )
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
     for report in reports:
         item.ihook.pytest_runtest_logreport(report=report)
@@ -148,16 +188,31 @@ def pytest_runtest_makereport(item, call):
 
 
 # Headless Debian Chromium as the workplace runs it: no background networking (the machine has no internet).
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def chromium_driver(profile: Path, window: str, log: Path | None = None):
     """A Selenium driver for headless Chromium + chromedriver (Debian: ``make browser``), or skip saying why."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    chromium = (
+        shutil.which("chromium")
+        or shutil.which("chromium-browser")
+        or shutil.which("google-chrome")
+    )
     driver_path = shutil.which("chromedriver")
     if not (chromium and driver_path):
-        pytest.skip("no Chromium + chromedriver on PATH (make browser, or apt-get install chromium chromium-driver)")
+        pytest.skip(
+            "no Chromium + chromedriver on PATH (make browser, or apt-get install chromium chromium-driver)"
+        )
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -1,4 +1,5 @@
 """Plumbing shared by the checkers' requirement tables (tests/test_checks_exNN.py): right and refused answers."""
+
 from __future__ import annotations
 
 import pytest
@@ -26,10 +27,14 @@ def rows(label: str, table: list, *first, ids: list[str] | None = None) -> list:
     """A table's rows (name, *values) as pytest params (*first, *values), ids 'label: name' (``ids``: nameless rows)."""
     names = ids or [row[0] for row in table]
     values = [row if ids else row[1:] for row in table]
-    return [pytest.param(*first, *value, id=f"{label}: {name}") for name, value in zip(names, values)]
+    return [
+        pytest.param(*first, *value, id=f"{label}: {name}") for name, value in zip(names, values)
+    ]
 
 
 def right(exercise: str, *answers) -> list:
     """pytest params (exercise, answer), each with the id 'exercise: the answer's name'."""
-    return [pytest.param(exercise, answer, id=f"{exercise}: {getattr(answer, '__name__', answer)}")
-            for answer in answers]
+    return [
+        pytest.param(exercise, answer, id=f"{exercise}: {getattr(answer, '__name__', answer)}")
+        for answer in answers
+    ]

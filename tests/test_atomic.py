@@ -4,6 +4,7 @@ Crashes are real: a child process is killed (``os._exit``) at each step of a fol
 call must find a complete folder (old or new) and nothing else beside it. Races are real too: two processes
 build the same folder at the same moment.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -18,8 +19,13 @@ from helpers.data.paths import REPO_ROOT
 
 
 def run_child(code: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], cwd=REPO_ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def version_of(folder: Path) -> str:
@@ -61,7 +67,9 @@ CRASHING_BUILD = """
 
 
 @pytest.mark.parametrize("crash_at", [-1, 0, 1, 2, 3])
-def test_a_crash_at_any_step_leaves_a_complete_folder_and_the_next_call_tidies_up(tmp_path, crash_at):
+def test_a_crash_at_any_step_leaves_a_complete_folder_and_the_next_call_tidies_up(
+    tmp_path, crash_at
+):
     dest = tmp_path / "model"
     dest.mkdir()
     write_version(dest, "old")
@@ -148,7 +156,9 @@ def test_two_processes_building_the_same_folder_both_succeed(tmp_path, mode):
         assert out.strip() == str(dest)
     assert version_of(dest) == "v"
     builds = log.read_text().count("built")
-    assert builds == (1 if mode == "cached" else 2), "cached: one builds, the other waits and reuses it"
+    assert builds == (1 if mode == "cached" else 2), (
+        "cached: one builds, the other waits and reuses it"
+    )
     assert sorted(p.name for p in dest.parent.iterdir()) == ["model"], "leftovers beside the folder"
 
 

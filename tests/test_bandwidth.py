@@ -1,5 +1,6 @@
 """The bandwidth probe's mechanics (notebooks 07 and 08), without reading any machine's speed: bytes counted,
 weight at least twice the last-level cache, each thread count honoured, a wrong engine result refused."""
+
 from __future__ import annotations
 
 import itertools
@@ -21,20 +22,34 @@ def test_last_level_cache_is_the_highest_level_in_bytes(tmp_path):
     assert bandwidth.last_level_cache_bytes(str(tmp_path / "absent")) is None
 
 
-@pytest.mark.parametrize("llc, least", [(None, bandwidth.MIN_WEIGHT_BYTES), (2**20, bandwidth.MIN_WEIGHT_BYTES),
-                                        (260 * 2**20, 520 * 2**20)])
+@pytest.mark.parametrize(
+    "llc, least",
+    [
+        (None, bandwidth.MIN_WEIGHT_BYTES),
+        (2**20, bandwidth.MIN_WEIGHT_BYTES),
+        (260 * 2**20, 520 * 2**20),
+    ],
+)
 def test_probe_weight_is_at_least_twice_the_cache(llc, least):
     assert bandwidth.probe_bytes(llc) == least
     rows, cols = bandwidth.weight_shape(least)
-    assert 4 * rows * cols >= least >= 2 * (llc or 0) and cols % 64 == 0 and 4 * rows * (cols - 64) < least
+    assert (
+        4 * rows * cols >= least >= 2 * (llc or 0)
+        and cols % 64 == 0
+        and 4 * rows * (cols - 64) < least
+    )
 
 
 def test_bytes_counted_and_every_thread_count_honoured(monkeypatch):
     """A fake clock advancing 5 ms per call: every reading is then exactly weight bytes / 5 ms."""
     monkeypatch.setattr(bandwidth, "MIN_WEIGHT_BYTES", 2**20)
-    monkeypatch.setattr(bandwidth, "last_level_cache_bytes", lambda: 3 * 2**20)  # a 3 MiB cache -> 6 MiB weight
+    monkeypatch.setattr(
+        bandwidth, "last_level_cache_bytes", lambda: 3 * 2**20
+    )  # a 3 MiB cache -> 6 MiB weight
     ticks = itertools.count()
-    monkeypatch.setattr(bandwidth.time, "perf_counter", lambda: next(ticks) * 0.005)  # two calls per reading
+    monkeypatch.setattr(
+        bandwidth.time, "perf_counter", lambda: next(ticks) * 0.005
+    )  # two calls per reading
     made = []
     real_session = bandwidth.engine_session
 
@@ -46,8 +61,13 @@ def test_bytes_counted_and_every_thread_count_honoured(monkeypatch):
     monkeypatch.setattr(bandwidth, "engine_session", recording_session)
     result = bandwidth.read_bandwidth(threads=3, repeat=4)
     assert made == [(1, 1), (2, 2), (3, 3)]
-    assert result["weight_bytes"] == 4 * 2048 * 768 >= 2 * 3 * 2**20 and result["llc_bytes"] == 3 * 2**20
-    assert result["by_threads"] == pytest.approx({n: result["weight_bytes"] / 0.005 / 1e9 for n in (1, 2, 3)})
+    assert (
+        result["weight_bytes"] == 4 * 2048 * 768 >= 2 * 3 * 2**20
+        and result["llc_bytes"] == 3 * 2**20
+    )
+    assert result["by_threads"] == pytest.approx(
+        {n: result["weight_bytes"] / 0.005 / 1e9 for n in (1, 2, 3)}
+    )
     assert result["read_gb_s"] == max(result["by_threads"].values()) and result["threads"] == 3
     assert result["probe"] == "onnxruntime MatMul [1, 2048] x [2048, 768] fp32"
 

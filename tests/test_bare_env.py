@@ -3,6 +3,7 @@
 ``python -m helpers.predict`` runs in ``footprint.bare_env()`` (the pinned inference packages, nothing else) on both
 MNIST files and on real test digits written as PNG and ``.npy``; its predictions equal the full environment's.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,14 @@ from importlib import metadata
 import numpy as np
 import onnxruntime as ort
 import pytest
-from PIL import Image  # writes the sample PNGs here, in the full environment; the bare env reads them without it
+from PIL import (
+    Image,
+)  # writes the sample PNGs here, in the full environment; the bare env reads them without it
 
-from helpers.measure import footprint
 from helpers.data.mnist import load_mnist
-from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import REPO_ROOT
+from helpers.measure import footprint
+from helpers.pipeline.artifacts import built_artifact
 
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
 MODELS = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx"]
@@ -30,7 +33,9 @@ def inference_pins() -> dict[str, str]:
     for line in footprint.INFERENCE_REQUIREMENTS.read_text().splitlines():
         if line.strip() and not line.lstrip().startswith("#"):
             match = PIN.match(line)
-            assert match, f"requirements-inference.txt line must be 'name==version  # why': {line!r}"
+            assert match, (
+                f"requirements-inference.txt line must be 'name==version  # why': {line!r}"
+            )
             pins[match["name"].lower()] = match["version"]
     return pins
 
@@ -50,16 +55,27 @@ def samples(tmp_path_factory):
     images, labels = mnist.x_test[:40], mnist.y_test[:40]
     files = []
     for i, mode in enumerate(["L", "RGB", "RGBA", "P", "I;16", "L", "RGB", "L"]):
-        pil = Image.fromarray(images[i].astype(np.uint16) * 257) if mode == "I;16" else Image.fromarray(images[i])
+        pil = (
+            Image.fromarray(images[i].astype(np.uint16) * 257)
+            if mode == "I;16"
+            else Image.fromarray(images[i])
+        )
         pil = pil if mode in ("L", "I;16") else pil.convert(mode)
         if mode == "P":  # an explicit gray ramp: index i -> (i, i, i)
             pil.putpalette([v for gray in range(256) for v in (gray, gray, gray)])
         files.append(f"digit_{i:02d}_{mode.replace(';', '')}.png")
         pil.save(folder / files[-1])
-    np.save(folder / "batch_uint8.npy", images[8:32])                        # [24, 28, 28] uint8
-    np.save(folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32))  # [8, 1, 28, 28]
+    np.save(folder / "batch_uint8.npy", images[8:32])  # [24, 28, 28] uint8
+    np.save(
+        folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32)
+    )  # [8, 1, 28, 28]
     files += ["batch_uint8.npy", "batch_float.npy"]
-    return {"folder": folder, "files": files, "images": images, "labels": labels}  # in the files' order
+    return {
+        "folder": folder,
+        "files": files,
+        "images": images,
+        "labels": labels,
+    }  # in the files' order
 
 
 def run_cli(python, *args, cwd=None, by_path=False):
@@ -68,15 +84,21 @@ def run_cli(python, *args, cwd=None, by_path=False):
     entry = [str(REPO_ROOT / "helpers" / "predict.py")] if by_path else ["-m", "helpers.predict"]
     return footprint.run_python(python, [*entry, *map(str, args)], cwd=cwd, env=env)
 
+
 # ---------------------------------------------------------------------------------- the pins
 def test_inference_requirements_are_exact_pins_matching_the_main_environment():
     pins = inference_pins()
     assert {"numpy", "onnxruntime"} <= set(pins)
     assert not {"torch", "tensorflow", "keras", "pillow", "onnx"} & set(pins)
     for name, version in pins.items():
-        assert metadata.version(name) == version, f"{name}: main env has {metadata.version(name)}, pinned {version}"
-    main = {PIN.match(l)["name"].lower(): PIN.match(l)["version"]
-            for l in (REPO_ROOT / "requirements.txt").read_text().splitlines() if PIN.match(l)}
+        assert metadata.version(name) == version, (
+            f"{name}: main env has {metadata.version(name)}, pinned {version}"
+        )
+    main = {
+        PIN.match(line)["name"].lower(): PIN.match(line)["version"]
+        for line in (REPO_ROOT / "requirements.txt").read_text().splitlines()
+        if PIN.match(line)
+    }
     for name in set(pins) & set(main):
         assert pins[name] == main[name], f"{name} pinned differently in requirements.txt"
 
@@ -85,11 +107,15 @@ def test_bare_env_holds_exactly_the_pins_and_nothing_else(bare):
     env, python = bare
     assert footprint.installed(env) == inference_pins()
     assert python.is_file() and str(env).startswith(str(footprint.cache_dir()))
-    prefix = footprint.run_python(python, ["-c", "import sys; print(sys.prefix == sys.base_prefix)"])
+    prefix = footprint.run_python(
+        python, ["-c", "import sys; print(sys.prefix == sys.base_prefix)"]
+    )
     assert prefix.stdout.strip() == "False", "not a virtual environment"
 
 
-@pytest.mark.parametrize("module", ["torch", "tensorflow", "keras", "onnx", "PIL", "matplotlib", "pip"])
+@pytest.mark.parametrize(
+    "module", ["torch", "tensorflow", "keras", "onnx", "PIL", "matplotlib", "pip"]
+)
 def test_frameworks_are_absent_in_the_bare_env(bare, module):
     result = footprint.run_python(bare[1], ["-I", "-c", f"import {module}"])
     assert result.returncode != 0
@@ -111,7 +137,9 @@ def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path, monkey
     monkeypatch.setattr(footprint.venv, "EnvBuilder", no_rebuild)  # a cached call never builds
     assert footprint.bare_env() == bare[0]
     edited = tmp_path / "requirements-inference.txt"
-    edited.write_text(footprint.INFERENCE_REQUIREMENTS.read_text() + "# a comment changes the key\n")
+    edited.write_text(
+        footprint.INFERENCE_REQUIREMENTS.read_text() + "# a comment changes the key\n"
+    )
     assert footprint.bare_env_key(edited) != footprint.bare_env_key()
     assert bare[0].name == f"venv-inference-{footprint.bare_env_key()}"
 
@@ -129,7 +157,9 @@ def test_bare_env_predictions_match_the_full_environment(bare, samples, model_na
 
     # Reference: the full environment, a plain session.run on the original uint8 digits / 255.
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    (logits,) = session.run(["logits"], {"image": (samples["images"][:, None] / 255.0).astype(np.float32)})
+    (logits,) = session.run(
+        ["logits"], {"image": (samples["images"][:, None] / 255.0).astype(np.float32)}
+    )
     reference = np.exp(logits - logits.max(1, keepdims=True))
     reference /= reference.sum(1, keepdims=True)
     np.testing.assert_array_equal(got.argmax(1), logits.argmax(1))
@@ -150,8 +180,11 @@ def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp
     # A learner copies one file next to the model: no repository, no PYTHONPATH.
     shutil.copy(REPO_ROOT / "helpers" / "predict.py", tmp_path / "predict.py")
     shutil.copy(model, tmp_path / "model.onnx")
-    lone = footprint.run_python(bare[1], [str(tmp_path / "predict.py"), str(tmp_path / "model.onnx"),
-                                          *samples["files"]], cwd=samples["folder"])
+    lone = footprint.run_python(
+        bare[1],
+        [str(tmp_path / "predict.py"), str(tmp_path / "model.onnx"), *samples["files"]],
+        cwd=samples["folder"],
+    )
     assert lone.returncode == 0, lone.stderr
     assert lone.stdout == as_module.stdout
 
@@ -160,12 +193,18 @@ def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, sample
     model = built_artifact(MODELS[0])
     Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "big.png")
     (tmp_path / "model.onnx").write_bytes(b"\x00not a model")
-    cases = [([model, tmp_path / "big.png"], 4, "image is 32x32 pixels; the model expects 28x28"),
-             ([tmp_path / "model.onnx", tmp_path / "big.png"], 3, "not a valid ONNX model"),
-             ([model], 2, "the following arguments are required")]
+    cases = [
+        ([model, tmp_path / "big.png"], 4, "image is 32x32 pixels; the model expects 28x28"),
+        ([tmp_path / "model.onnx", tmp_path / "big.png"], 3, "not a valid ONNX model"),
+        ([model], 2, "the following arguments are required"),
+    ]
     for args, code, message in cases:
         result = run_cli(bare[1], *args)
-        assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
+        assert result.returncode == code and message in result.stderr, (
+            args,
+            result.returncode,
+            result.stderr,
+        )
 
 
 def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, tmp_path):
@@ -175,10 +214,19 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
     data = load_mnist()
     files = [f"canvas_{k}.png" for k in range(6)]
     for k, name in enumerate(files):
-        Image.fromarray(draw(data.x_test[k], scale=6 + k % 3, shift=(10 * k - 25, 20 - 8 * k),
-                             style="dark-on-transparent"), "RGBA").save(tmp_path / name)
+        Image.fromarray(
+            draw(
+                data.x_test[k],
+                scale=6 + k % 3,
+                shift=(10 * k - 25, 20 - 8 * k),
+                style="dark-on-transparent",
+            ),
+            "RGBA",
+        ).save(tmp_path / name)
     args = [built_artifact(MODELS[0]), *files, "--preprocess", "mnist", "--json"]
-    in_bare, in_full = (run_cli(python, *args, cwd=tmp_path) for python in (bare[1], sys.executable))
+    in_bare, in_full = (
+        run_cli(python, *args, cwd=tmp_path) for python in (bare[1], sys.executable)
+    )
     assert in_bare.returncode == 0 and in_full.returncode == 0, in_bare.stderr + in_full.stderr
     assert in_bare.stdout == in_full.stdout
     predicted = [p["class"] for p in json.loads(in_bare.stdout)["predictions"]]

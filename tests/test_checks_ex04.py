@@ -1,4 +1,5 @@
 """The checks of notebook 04 accept every correct answer, name realistic mistakes, and never show the answer."""
+
 from __future__ import annotations
 
 import shutil
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tables import refused, rows
 
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
@@ -15,21 +17,28 @@ from helpers.grading.checks._common import reference_logits, session, write_vari
 from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
 from solutions import ex04
-from tables import refused, rows
 
 GRAY = np.array([0.299, 0.587, 0.114])
 
 
 # ------------------------------------------------------------------------------ 04.1 ink on any paper
-def ink_by_projection(rgb):  # paper from the corners, ink colour = the farthest pixel, position along that line
+def ink_by_projection(
+    rgb,
+):  # paper from the corners, ink colour = the farthest pixel, position along that line
     pixels = rgb.astype(float)
-    paper = np.concatenate([pixels[:5, :5], pixels[:5, -5:], pixels[-5:, :5], pixels[-5:, -5:]]).reshape(-1, 3).mean(0)
+    paper = (
+        np.concatenate([pixels[:5, :5], pixels[:5, -5:], pixels[-5:, :5], pixels[-5:, -5:]])
+        .reshape(-1, 3)
+        .mean(0)
+    )
     away = pixels - paper
     ink_colour = away.reshape(-1, 3)[np.argmax(np.linalg.norm(away, axis=-1))]
     return np.clip(away @ ink_colour / (ink_colour @ ink_colour), 0, 1)
 
 
-def ink_by_channel(rgb):  # the paper is most of the page: its median; the channel that changes most, per pixel
+def ink_by_channel(
+    rgb,
+):  # the paper is most of the page: its median; the channel that changes most, per pixel
     pixels = rgb.astype(float)
     change = np.abs(pixels - np.median(pixels.reshape(-1, 3), axis=0)).max(axis=-1)
     return np.minimum(change / np.percentile(change, 99.8), 1.0)
@@ -43,7 +52,9 @@ def yellow_paper_hard_coded(rgb):  # right idea, but only for the paper the exer
     return np.clip(np.linalg.norm(rgb.astype(float) - [235, 215, 140], axis=-1) / 200, 0, 1)
 
 
-def dark_ink_only(rgb):  # relative to the paper's grey: fails where ink and paper differ in hue, not grey
+def dark_ink_only(
+    rgb,
+):  # relative to the paper's grey: fails where ink and paper differ in hue, not grey
     gray = rgb.astype(float) @ GRAY
     paper = np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]]))
     return np.clip((paper - gray) / max(paper - np.percentile(gray, 1), 1e-6), 0, 1)
@@ -57,7 +68,9 @@ def faint(rgb):  # relative to the paper, but not scaled: a full stroke is far b
     return ex04.ink(rgb) * 0.6
 
 
-def binarized(rgb):  # ink or no ink: right too (the text asks 0 on paper, about 1 on strokes, nothing between)
+def binarized(
+    rgb,
+):  # ink or no ink: right too (the text asks 0 on paper, about 1 on strokes, nothing between)
     return (ex04.ink(rgb) > 0.5).astype(float)
 
 
@@ -65,22 +78,31 @@ def square_only(rgb):  # assumes the handed-out 196 x 196 drawings
     return ex04.ink(rgb.reshape(196, 196, 3))
 
 
-@pytest.mark.parametrize("answer", [ex04.ink, ink_by_projection, ink_by_channel, binarized],
-                         ids=["solution", "projection", "per-channel", "binarized"])
+@pytest.mark.parametrize(
+    "answer",
+    [ex04.ink, ink_by_projection, ink_by_channel, binarized],
+    ids=["solution", "projection", "per-channel", "binarized"],
+)
 def test_04_1_correct_answers_pass(answer):
     feedback = check("04.1", answer)
     assert feedback.ok, feedback.message
 
 
 WRONG_04_1 = [  # the other mistakes are rows of REQUIREMENTS_04_1
-    ("dark-ink-only", dark_ink_only, "of the bare paper reaches the ink threshold"),  # ink and paper of similar greys
+    (
+        "dark-ink-only",
+        dark_ink_only,
+        "of the bare paper reaches the ink threshold",
+    ),  # ink and paper of similar greys
     ("uint8", lambda rgb: (255 * ex04.ink(rgb)).astype(np.uint8), "finite ink value in 0..1"),
 ]
 
 
 def test_04_1_judges_on_drawings_it_did_not_hand_out():
     handed, _, _, described = checks.coloured_drawings(3)
-    assert {d.shape for d in handed} == {(196, 196, 3)} and all("[30, 60, 160]" in d for d in described)
+    assert {d.shape for d in handed} == {(196, 196, 3)} and all(
+        "[30, 60, 160]" in d for d in described
+    )
     fresh, truths, _, described = checks.coloured_drawings(24, seed=4041, any_colour=True)
     assert len({d.shape for d in fresh}) == 24 and (196, 196, 3) not in {d.shape for d in fresh}
     assert any("light ink on dark paper" in d for d in described)
@@ -98,7 +120,11 @@ REQUIREMENTS_04_1 = [
     ("one value per pixel, [H, W]", lambda rgb: ex04.ink(rgb)[:, :, None], "per pixel"),
     ("values in 0..1", lambda rgb: 255 * ex04.ink(rgb), "finite ink value in 0..1"),
     ("0 on bare paper", against_white, "the bounding box is the whole page"),
-    ("paper of any colour", yellow_paper_hard_coded, "measure ink from this drawing's own paper colour"),
+    (
+        "paper of any colour",
+        yellow_paper_hard_coded,
+        "measure ink from this drawing's own paper colour",
+    ),
     ("about 1 on a full stroke", faint, "a full stroke should be about 1"),
     ("ink, not paper, is 1", grey_as_ink, "more ink on the paper than on the strokes"),
     ("light ink on dark paper too", darker_only, "light ink on dark paper"),
@@ -119,10 +145,12 @@ def paper_from_the_centre(rgb):  # the centre pixel as paper: it is often a stro
     return np.clip(distance / max(distance.max(), 1e-6), 0, 1)
 
 
-def absolute_distance(rgb):  # distance to the paper over the largest possible distance, not this drawing's
+def absolute_distance(
+    rgb,
+):  # distance to the paper over the largest possible distance, not this drawing's
     pixels = rgb.astype(float)
     border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
-    return np.linalg.norm(pixels - np.median(border, axis=0), axis=-1) / np.sqrt(3 * 255 ** 2)
+    return np.linalg.norm(pixels - np.median(border, axis=0), axis=-1) / np.sqrt(3 * 255**2)
 
 
 def transposed(rgb):  # [W, H]
@@ -135,7 +163,9 @@ def mean_colour_paper(rgb):  # the mean colour of the whole drawing as paper (st
     return np.clip(distance / np.percentile(distance, 99.5), 0, 1)
 
 
-def absolute_grey_difference(rgb):  # |grey - paper grey|: blind where ink and paper have similar greys
+def absolute_grey_difference(
+    rgb,
+):  # |grey - paper grey|: blind where ink and paper have similar greys
     gray = rgb.astype(float) @ GRAY
     change = np.abs(gray - np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]])))
     return np.clip(change / max(np.percentile(change, 99.5), 1e-6), 0, 1)
@@ -144,18 +174,25 @@ def absolute_grey_difference(rgb):  # |grey - paper grey|: blind where ink and p
 OWN_ROUND_04_1 = [
     ("the red channel only", red_only, "on a "),
     ("the centre pixel as paper", paper_from_the_centre, "on a "),
-    ("distance over the largest possible distance", absolute_distance, "a full stroke should be about 1"),
+    (
+        "distance over the largest possible distance",
+        absolute_distance,
+        "a full stroke should be about 1",
+    ),
     ("[W, H] instead of [H, W]", transposed, "per pixel"),
     ("the mean colour as paper", mean_colour_paper, "on a "),
     ("absolute grey difference", absolute_grey_difference, "on a "),
 ]
 
 
-@pytest.mark.parametrize("answer, message", [
-    *rows("requirement", REQUIREMENTS_04_1),
-    *rows("own round", OWN_ROUND_04_1),
-    *rows("mistake", WRONG_04_1),
-])
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        *rows("requirement", REQUIREMENTS_04_1),
+        *rows("own round", OWN_ROUND_04_1),
+        *rows("mistake", WRONG_04_1),
+    ],
+)
 def test_04_1_wrong_answers_are_named(answer, message):
     refused("04.1", answer, message)
 
@@ -171,8 +208,12 @@ const session = await ort.InferenceSession.create(modelPath);
 """
 
 # another way: copy the bytes, read the result by position, repeated argmax, softmax by log-sum-exp
-BY_ARGMAX = HEAD.replace("(bytes.buffer, bytes.byteOffset, bytes.length / 4)",
-                         "(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))") + """
+BY_ARGMAX = (
+    HEAD.replace(
+        "(bytes.buffer, bytes.byteOffset, bytes.length / 4)",
+        "(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.length))",
+    )
+    + """
 const feeds = {};
 feeds[session.inputNames[0]] = new ort.Tensor("float32", data, [n, 1, 28, 28]);
 const output = Object.values(await session.run(feeds))[0];
@@ -194,9 +235,12 @@ for (let i = 0; i < n; i++) {
 }
 process.stdout.write(JSON.stringify(answer) + "\\n");
 """
+)
 
 # and another: pairs [probability, digit] sorted, softmax without the max trick
-BY_PAIRS = HEAD + """
+BY_PAIRS = (
+    HEAD
+    + """
 const results = await session.run({ [session.inputNames[0]]: new ort.Tensor("float32", data, [n, 1, 28, 28]) });
 const logits = results[session.outputNames[0]].data;
 const out = [];
@@ -209,14 +253,21 @@ for (let i = 0; i < n; i++) {
 }
 console.log(JSON.stringify(out));
 """
+)
 
 LOGITS = ex04.TOP3.replace("exps[d] / total", "row[d]")
 ASCENDING = ex04.TOP3.replace(".slice(0, 3);", ".slice(0, 3).reverse();")
 ROUNDED = ex04.TOP3.replace("exps[d] / total", "Number((exps[d] / total).toFixed(2))")
-OFF_BY_ONE = ex04.TOP3.replace("logits.subarray(i * 10, (i + 1) * 10)", "logits.subarray(i * 10 + 1, (i + 1) * 10 + 1)")
+OFF_BY_ONE = ex04.TOP3.replace(
+    "logits.subarray(i * 10, (i + 1) * 10)", "logits.subarray(i * 10 + 1, (i + 1) * 10 + 1)"
+)
 WHOLE_BATCH = ex04.TOP3.replace("Math.max(...row)", "Math.max(...logits)").replace(
-    "exps.reduce((a, b) => a + b, 0)", "logits.reduce((a, v) => a + Math.exp(v - Math.max(...logits)), 0)")
-NAMES_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"').replace("session.outputNames[0]", '"logits"')
+    "exps.reduce((a, b) => a + b, 0)",
+    "logits.reduce((a, v) => a + Math.exp(v - Math.max(...logits)), 0)",
+)
+NAMES_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"').replace(
+    "session.outputNames[0]", '"logits"'
+)
 FIRST_ONLY = ex04.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i < 1; i++)")
 SYNTAX_ERROR = ex04.TOP3.replace("const top3 = [];", "const top3 = [;")
 
@@ -227,10 +278,15 @@ def script(tmp_path, text, name="top3.mjs"):
     return path
 
 
-NOTEBOOK_01_FILE = NAMES_TYPED.replace("create(modelPath)",
-                                      f"create({str(REPO_ROOT / 'artifacts' / 'mnist_mlp_pytorch.onnx')!r})")
-FIXED_PIXELS = Path(tempfile.mkdtemp(prefix="ex04_")) / "test_pixels.f32"  # notebook 04's file, at a fixed path
-NOTEBOOK_PIXELS = ex04.TOP3.replace("readFileSync(pixelsPath)", f"readFileSync({str(FIXED_PIXELS)!r})")
+NOTEBOOK_01_FILE = NAMES_TYPED.replace(
+    "create(modelPath)", f"create({str(REPO_ROOT / 'artifacts' / 'mnist_mlp_pytorch.onnx')!r})"
+)
+FIXED_PIXELS = (
+    Path(tempfile.mkdtemp(prefix="ex04_")) / "test_pixels.f32"
+)  # notebook 04's file, at a fixed path
+NOTEBOOK_PIXELS = ex04.TOP3.replace(
+    "readFileSync(pixelsPath)", f"readFileSync({str(FIXED_PIXELS)!r})"
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -246,19 +302,33 @@ OUTPUT_TYPED = ex04.TOP3.replace("session.outputNames[0]", '"logits"')
 NOT_JSON = ex04.TOP3.replace("console.log(JSON.stringify(top3));", "console.log(top3);")
 LABELS_KEY = ex04.TOP3.replace("top3.push({ digits,", "top3.push({ labels: digits,")
 TOP_TWO = ex04.TOP3.replace(".slice(0, 3)", ".slice(0, 2)")
-DIGITS_AS_STRINGS = ex04.TOP3.replace("top3.push({ digits,", "top3.push({ digits: digits.map(String),")
+DIGITS_AS_STRINGS = ex04.TOP3.replace(
+    "top3.push({ digits,", "top3.push({ digits: digits.map(String),"
+)
 PERCENT = ex04.TOP3.replace("exps[d] / total", "100 * exps[d] / total")
 
 REQUIREMENTS_04_2 = [
     ("the path of a script", None, "expected the path of your script"),
     ("runs without error (exit 0)", SYNTAX_ERROR, "exited with 1: SyntaxError"),
-    ("the model given as first argument", NOTEBOOK_01_FILE, "top 3 of notebook 01's file, not of the model given"),
-    ("the pixels given as second argument", NOTEBOOK_PIXELS, "one entry per image (17), got a list of 10000"),
+    (
+        "the model given as first argument",
+        NOTEBOOK_01_FILE,
+        "top 3 of notebook 01's file, not of the model given",
+    ),
+    (
+        "the pixels given as second argument",
+        NOTEBOOK_PIXELS,
+        "one entry per image (17), got a list of 10000",
+    ),
     ("the input name read from the session", INPUT_TYPED, "with a copy with other tensor names"),
     ("the output name read from the session", OUTPUT_TYPED, "with a copy with other tensor names"),
     ("prints JSON", NOT_JSON, "expected JSON on standard output"),
     ("one entry per image", FIRST_ONLY, "one entry per image (17), got a list of 1"),
-    ('entries {"digits", "probabilities"}', LABELS_KEY, 'expected entries {"digits": [...], "probabilities"'),
+    (
+        'entries {"digits", "probabilities"}',
+        LABELS_KEY,
+        'expected entries {"digits": [...], "probabilities"',
+    ),
     ("three digits each", TOP_TWO, "expected three digits and three probabilities per image"),
     ("digits as numbers", DIGITS_AS_STRINGS, "expected digits as JSON integers"),
     ("the three most probable digits", OFF_BY_ONE, "are not its three most probable"),
@@ -270,13 +340,22 @@ REQUIREMENTS_04_2 = [
 ]
 
 
-@pytest.mark.parametrize("text, message", [
-    *rows("requirement", REQUIREMENTS_04_2),
-    # the other mistakes are rows of REQUIREMENTS_04_2
-    *rows("mistake", [(NAMES_TYPED, "with a copy with other tensor names and other weights")], ids=["names-typed"]),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        *rows("requirement", REQUIREMENTS_04_2),
+        # the other mistakes are rows of REQUIREMENTS_04_2
+        *rows(
+            "mistake",
+            [(NAMES_TYPED, "with a copy with other tensor names and other weights")],
+            ids=["names-typed"],
+        ),
+    ],
+)
 def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message):
-    from helpers.grading.checks._common import test_images  # imported here: pytest would collect it as a test
+    from helpers.grading.checks._common import (
+        test_images,
+    )  # imported here: pytest would collect it as a test
 
     feedback = refused("04.2", "top3.mjs" if text is None else script(tmp_path, text), message)
     images = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)][:17]
@@ -287,16 +366,28 @@ def test_04_2_wrong_answers_are_named_without_the_answer(tmp_path, text, message
 def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
     from helpers.grading.checks._common import test_images
 
-    name_in, name_out, seed, _ = checks.TOP3_MODELS["a copy with other tensor names and other weights"]
-    copy = write_varied_copy(built_artifact("mnist_mlp_pytorch.onnx"), tmp_path / "copy.onnx", seed, name_in,
-                             name_out, 0.8)
+    name_in, name_out, seed, _ = checks.TOP3_MODELS[
+        "a copy with other tensor names and other weights"
+    ]
+    copy = write_varied_copy(
+        built_artifact("mnist_mlp_pytorch.onnx"),
+        tmp_path / "copy.onnx",
+        seed,
+        name_in,
+        name_out,
+        0.8,
+    )
     images = test_images(200)[0]
     a = reference_logits("mnist_mlp_pytorch.onnx", images)
     b = session(copy).run(None, {name_in: images})[0]
-    assert np.abs(a - b).max() > 0.1 and (np.argsort(-a, 1)[:, :3] != np.argsort(-b, 1)[:, :3]).any()
+    assert (
+        np.abs(a - b).max() > 0.1 and (np.argsort(-a, 1)[:, :3] != np.argsort(-b, 1)[:, :3]).any()
+    )
 
 
-@pytest.mark.parametrize("text", [ex04.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"])
+@pytest.mark.parametrize(
+    "text", [ex04.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"]
+)
 def test_04_2_correct_answers_pass(tmp_path, text):
     feedback = check("04.2", script(tmp_path, text))
     assert feedback.ok, feedback.message

@@ -1,18 +1,27 @@
 """The checks of notebook 05's exercises accept other right answers and name realistic mistakes."""
+
 from __future__ import annotations
 
 import logging
 import sys
+
 import numpy as np
 import onnx
 import pytest
-from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, StaticQuantConfig, quantize,
-                                      quantize_dynamic, quantize_static)
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    QuantFormat,
+    QuantType,
+    StaticQuantConfig,
+    quantize,
+    quantize_dynamic,
+    quantize_static,
+)
+from tables import refused, right, rows
 
 from helpers.data.mnist import load_mnist
 from helpers.grading.exercises import check
 from solutions import ex05
-from tables import refused, right, rows
 
 
 # ---------------------------------------------------------------------------------------------- 05.1
@@ -29,16 +38,28 @@ def first_input(path):
 
 
 def one_digit_batches_no_preprocessing(fp32_path, int8_path, train_uint8):
-    quantize_static(fp32_path, int8_path, GeneratorReader(first_input(fp32_path), train_uint8),
-                    quant_format=QuantFormat.QDQ, per_channel=True, activation_type=QuantType.QUInt8)
+    quantize_static(
+        fp32_path,
+        int8_path,
+        GeneratorReader(first_input(fp32_path), train_uint8),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QUInt8,
+    )
 
 
 def with_quantize_and_a_config(fp32_path, int8_path, train_uint8):
     reader = ex05.MnistCalibrationReader(fp32_path, train_uint8, batch_size=len(train_uint8))
-    quantize(fp32_path, int8_path, StaticQuantConfig(reader, quant_format=QuantFormat.QDQ, per_channel=True))
+    quantize(
+        fp32_path,
+        int8_path,
+        StaticQuantConfig(reader, quant_format=QuantFormat.QDQ, per_channel=True),
+    )
 
 
-def entropy_calibrated(fp32_path, int8_path, train_uint8):  # another calibration method the task allows
+def entropy_calibrated(
+    fp32_path, int8_path, train_uint8
+):  # another calibration method the task allows
     from onnxruntime.quantization import CalibrationMethod
 
     static(calibrate_method=CalibrationMethod.Entropy)(fp32_path, int8_path, train_uint8)
@@ -47,8 +68,13 @@ def entropy_calibrated(fp32_path, int8_path, train_uint8):  # another calibratio
 def static(digits=None, reader=ex05.MnistCalibrationReader, **settings):
     def answer(fp32_path, int8_path, train_uint8):
         images = train_uint8 if digits is None else digits(train_uint8)
-        quantize_static(fp32_path, int8_path, reader(fp32_path, images),
-                        **{"quant_format": QuantFormat.QDQ, "per_channel": True, **settings})
+        quantize_static(
+            fp32_path,
+            int8_path,
+            reader(fp32_path, images),
+            **{"quant_format": QuantFormat.QDQ, "per_channel": True, **settings},
+        )
+
     return answer
 
 
@@ -59,19 +85,27 @@ def activation_ranges_too_wide(fp32_path, int8_path, train_uint8):
     static()(fp32_path, int8_path, train_uint8)
     model = onnx.load(int8_path)
     inits = {t.name: t for t in model.graph.initializer}
-    quantized = [n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in inits]
-    inner = {n.input[1] for n in quantized if n.input[0] != model.graph.input[0].name}  # the input's range kept
+    quantized = [
+        n for n in model.graph.node if n.op_type == "QuantizeLinear" and n.input[0] not in inits
+    ]
+    inner = {
+        n.input[1] for n in quantized if n.input[0] != model.graph.input[0].name
+    }  # the input's range kept
     for name in inner:
-        inits[name].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(inits[name]) * np.float32(64), name))
+        inits[name].CopyFrom(
+            numpy_helper.from_array(numpy_helper.to_array(inits[name]) * np.float32(64), name)
+        )
     onnx.save(model, int8_path)
 
 
 def each_batch(change):
     """The solution's reader with ``change`` applied to every batch it returns."""
+
     class Changed(ex05.MnistCalibrationReader):
         def get_next(self):
             item = super().get_next()
             return None if item is None else {k: change(v) for k, v in item.items()}
+
     return Changed
 
 
@@ -82,7 +116,9 @@ class ImageOnly(ex05.MnistCalibrationReader):
 
 
 UNSCALED = each_batch(lambda v: v * np.float32(255))  # the uint8 values as float32
-MEAN_STD = each_batch(lambda v: (v - 0.1307) / 0.3081)  # normalized, though the model normalizes inside
+MEAN_STD = each_batch(
+    lambda v: (v - 0.1307) / 0.3081
+)  # normalized, though the model normalizes inside
 
 
 def no_file(fp32_path, int8_path, train_uint8):  # returns the model instead of writing it
@@ -90,40 +126,92 @@ def no_file(fp32_path, int8_path, train_uint8):  # returns the model instead of 
 
 
 REQUIREMENTS_05_1 = [
-    ("a function quantize_int8(fp32_path, int8_path, train_uint8)", "quantize_int8.py", "expected your function"),
+    (
+        "a function quantize_int8(fp32_path, int8_path, train_uint8)",
+        "quantize_int8.py",
+        "expected your function",
+    ),
     ("writes the file to int8_path", no_file, "no file at"),
-    ("static (calibrated), not dynamic", lambda f, o, d: quantize_dynamic(f, o, weight_type=QuantType.QInt8),
-     "expected static quantization"),
+    (
+        "static (calibrated), not dynamic",
+        lambda f, o, d: quantize_dynamic(f, o, weight_type=QuantType.QInt8),
+        "expected static quantization",
+    ),
     ("QDQ format", static(quant_format=QuantFormat.QOperator), "expected the QDQ format"),
     ("per-channel weight scales", static(per_channel=False), "one weight scale per output channel"),
-    ("every Conv, Gemm and MatMul quantized", static(op_types_to_quantize=["Gemm"]),
-     "expected every Conv, Gemm and MatMul quantized, but Conv"),
+    (
+        "every Conv, Gemm and MatMul quantized",
+        static(op_types_to_quantize=["Gemm"]),
+        "expected every Conv, Gemm and MatMul quantized, but Conv",
+    ),
     ("int8", static(weight_type=QuantType.QInt4), "expected 8-bit integers"),
-    ("digits scaled to the contract's 0..1", static(reader=UNSCALED), "expected calibration digits in the contract's"),
-    ("the input's name read from the model", static(reader=ImageOnly),
-     "the input name differs: read it from the model"),
-    ("calibrated on the training digits given, never test digits",
-     static(digits=lambda d: np.concatenate([d, load_mnist().x_test[:300]])),
-     "saw other data than the digits passed in"),
-    ("calibrated on all the training digits given", static(digits=lambda d: d[:1]),
-     "did not see all the digits passed in"),
-    ("the int8 file classifies like the fp32 model on test digits", activation_ranges_too_wide,
-     "picks the fp32 model's digit on only"),
+    (
+        "digits scaled to the contract's 0..1",
+        static(reader=UNSCALED),
+        "expected calibration digits in the contract's",
+    ),
+    (
+        "the input's name read from the model",
+        static(reader=ImageOnly),
+        "the input name differs: read it from the model",
+    ),
+    (
+        "calibrated on the training digits given, never test digits",
+        static(digits=lambda d: np.concatenate([d, load_mnist().x_test[:300]])),
+        "saw other data than the digits passed in",
+    ),
+    (
+        "calibrated on all the training digits given",
+        static(digits=lambda d: d[:1]),
+        "did not see all the digits passed in",
+    ),
+    (
+        "the int8 file classifies like the fp32 model on test digits",
+        activation_ranges_too_wide,
+        "picks the fp32 model's digit on only",
+    ),
 ]
 
 OWN_ROUND_05_1 = [
-    ("random noise instead of the digits (one draw)", static(digits=lambda d: np.random.default_rng(0).integers(
-        0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
-    ("random noise instead of the digits (a new draw each call)", static(digits=lambda d: np.random.default_rng(
-        int(d.sum())).integers(0, 256, d.shape, dtype=np.uint8)), "saw other data than the digits passed in"),
-    ("its own training digits, the argument ignored", static(digits=lambda d: load_mnist().x_train[:300]),
-     "saw other data than the digits passed in"),
-    ("the first batch of 100 only", static(digits=lambda d: d[:100]), "did not see all the digits passed in"),
-    ("the test digits instead", static(digits=lambda d: load_mnist().x_test[:300]),
-     "saw other data than the digits passed in"),
-    ("int16 activations for precision", static(activation_type=QuantType.QUInt16), "expected 8-bit integers"),
-    ("normalized with MNIST's mean and std", static(reader=MEAN_STD),
-     "expected calibration digits in the contract's 0..1"),
+    (
+        "random noise instead of the digits (one draw)",
+        static(digits=lambda d: np.random.default_rng(0).integers(0, 256, d.shape, dtype=np.uint8)),
+        "saw other data than the digits passed in",
+    ),
+    (
+        "random noise instead of the digits (a new draw each call)",
+        static(
+            digits=lambda d: np.random.default_rng(int(d.sum())).integers(
+                0, 256, d.shape, dtype=np.uint8
+            )
+        ),
+        "saw other data than the digits passed in",
+    ),
+    (
+        "its own training digits, the argument ignored",
+        static(digits=lambda d: load_mnist().x_train[:300]),
+        "saw other data than the digits passed in",
+    ),
+    (
+        "the first batch of 100 only",
+        static(digits=lambda d: d[:100]),
+        "did not see all the digits passed in",
+    ),
+    (
+        "the test digits instead",
+        static(digits=lambda d: load_mnist().x_test[:300]),
+        "saw other data than the digits passed in",
+    ),
+    (
+        "int16 activations for precision",
+        static(activation_type=QuantType.QUInt16),
+        "expected 8-bit integers",
+    ),
+    (
+        "normalized with MNIST's mean and std",
+        static(reader=MEAN_STD),
+        "expected calibration digits in the contract's 0..1",
+    ),
 ]
 
 
@@ -142,8 +230,10 @@ class ListReader(CalibrationDataReader):
 
     def __init__(self, model_path, images_uint8, batch_size=100):
         name = first_input(model_path)
-        self.items = [{name: (images_uint8[i:i + batch_size, None] / 255).astype(np.float32)}
-                      for i in range(0, len(images_uint8), batch_size)]
+        self.items = [
+            {name: (images_uint8[i : i + batch_size, None] / 255).astype(np.float32)}
+            for i in range(0, len(images_uint8), batch_size)
+        ]
         self.i = 0
 
     def get_next(self):
@@ -207,13 +297,18 @@ class Shuffled(ex05.MnistCalibrationReader):
 
 class PadsTheLastBatch(ListReader):
     def __init__(self, model_path, images_uint8, batch_size=100):
-        padded = np.concatenate([images_uint8, np.zeros((-len(images_uint8) % batch_size, 28, 28), np.uint8)])
+        padded = np.concatenate(
+            [images_uint8, np.zeros((-len(images_uint8) % batch_size, 28, 28), np.uint8)]
+        )
         super().__init__(model_path, padded, batch_size)
 
 
 REQUIREMENTS_05_2 = [
-    ("the class itself is passed", ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader),
-     "got an instance of"),
+    (
+        "the class itself is passed",
+        ex05.MnistCalibrationReader.__new__(ex05.MnistCalibrationReader),
+        "got an instance of",
+    ),
     ("a CalibrationDataReader (get_next)", NoGetNext, "has no get_next()"),
     ("batch_size defaults to 100", NoDefault, "batch_size left out (default 100)"),
     ("batches of batch_size", AlwaysHundred, "(of at most 64)"),
@@ -249,11 +344,18 @@ class SameFirstBatch(ListReader):
 OWN_ROUND_05_2 = [
     ("normalized with MNIST's mean and std", MEAN_STD, "got values from -0.424 to 2.82"),
     ("uint8 integer division (0 or 1)", each_batch(np.floor), "differs"),  # images_uint8 // 255
-    ("the notebook's 10 batches whatever batch_size", TenBatches, "expected 4 batches (of at most 64)"),
+    (
+        "the notebook's 10 batches whatever batch_size",
+        TenBatches,
+        "expected 4 batches (of at most 64)",
+    ),
     ("raises StopIteration at the end", StopsWithStopIteration, "raised StopIteration"),
     ("the first batch again and again", SameFirstBatch, "with batches of [64, 64, 64, 58], got"),
-    ("channels last", each_batch(lambda v: v.transpose(0, 2, 3, 1)),
-     "expected float32 numpy arrays [batch, 1, 28, 28]"),
+    (
+        "channels last",
+        each_batch(lambda v: v.transpose(0, 2, 3, 1)),
+        "expected float32 numpy arrays [batch, 1, 28, 28]",
+    ),
 ]
 
 
@@ -267,9 +369,14 @@ def test_calibration_check_leaves_the_kernel_as_it_found_it(capsys):
 
 # ---------------------------------------------------------------------------------------------- 05.3
 def with_a_config(fp32_path, int4_path, block_size):
-    from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    from onnxruntime.quantization.matmul_nbits_quantizer import (
+        DefaultWeightOnlyQuantConfig,
+        MatMulNBitsQuantizer,
+    )
 
-    config = DefaultWeightOnlyQuantConfig(block_size=block_size, is_symmetric=True, accuracy_level=4)
+    config = DefaultWeightOnlyQuantConfig(
+        block_size=block_size, is_symmetric=True, accuracy_level=4
+    )
     quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(onnx.load(fp32_path)), algo_config=config)
     quantizer.process()
     quantizer.model.save_model_to_file(str(int4_path))
@@ -285,11 +392,19 @@ def own_rewrite(fp32_path, int4_path, block_size):
     for i, node in enumerate(list(model.graph.node)):
         if node.op_type == "Gemm":
             transposed = node.input[1] + "_t"
-            model.graph.initializer.append(numpy_helper.from_array(arrays[node.input[1]].T.copy(), transposed))
+            model.graph.initializer.append(
+                numpy_helper.from_array(arrays[node.input[1]].T.copy(), transposed)
+            )
             model.graph.node.remove(node)
-            model.graph.node.insert(i, helper.make_node("Add", ["mm_out", node.input[2]], node.output, name="b"))
-            model.graph.node.insert(i, helper.make_node("MatMul", [node.input[0], transposed], ["mm_out"], name="mm"))
-    quantizer = MatMulNBitsQuantizer(model, accuracy_level=4, is_symmetric=True, block_size=block_size)
+            model.graph.node.insert(
+                i, helper.make_node("Add", ["mm_out", node.input[2]], node.output, name="b")
+            )
+            model.graph.node.insert(
+                i, helper.make_node("MatMul", [node.input[0], transposed], ["mm_out"], name="mm")
+            )
+    quantizer = MatMulNBitsQuantizer(
+        model, accuracy_level=4, is_symmetric=True, block_size=block_size
+    )
     quantizer.process()
     onnx.save(quantizer.model.model, int4_path)
 
@@ -303,10 +418,14 @@ def int4(rewrite=ex05.gemm_to_matmul, after=unchanged, block=None, **settings):
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     def answer(fp32_path, int4_path, block_size):
-        quantizer = MatMulNBitsQuantizer(rewrite(onnx.load(fp32_path)), block_size=block or block_size,
-                                         **{"bits": 4, "is_symmetric": True, "accuracy_level": 4, **settings})
+        quantizer = MatMulNBitsQuantizer(
+            rewrite(onnx.load(fp32_path)),
+            block_size=block or block_size,
+            **{"bits": 4, "is_symmetric": True, "accuracy_level": 4, **settings},
+        )
         quantizer.process()
         onnx.save(after(quantizer.model.model), int4_path)
+
     return answer
 
 
@@ -318,7 +437,9 @@ def reshaped_not_transposed(model):
     for node in model.graph.node:
         if node.op_type == "Gemm":
             w = numpy_helper.to_array(weights[node.input[1]])
-            weights[node.input[1]].CopyFrom(numpy_helper.from_array(w.reshape(w.shape[::-1]), node.input[1]))
+            weights[node.input[1]].CopyFrom(
+                numpy_helper.from_array(w.reshape(w.shape[::-1]), node.input[1])
+            )
             del node.attribute[:]  # no transB: the weight has the [in, out] shape now
     return ex05.gemm_to_matmul(model)
 
@@ -326,45 +447,78 @@ def reshaped_not_transposed(model):
 def model_returned(fp32_path, int4_path, block_size):  # returns the quantized model, writes nothing
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
-    quantizer = MatMulNBitsQuantizer(ex05.gemm_to_matmul(onnx.load(fp32_path)), bits=4, block_size=block_size,
-                                     is_symmetric=True, accuracy_level=4)
+    quantizer = MatMulNBitsQuantizer(
+        ex05.gemm_to_matmul(onnx.load(fp32_path)),
+        bits=4,
+        block_size=block_size,
+        is_symmetric=True,
+        accuracy_level=4,
+    )
     quantizer.process()
     return quantizer.model.model
 
 
 REQUIREMENTS_05_3 = [
-    ("a function int4_weights(fp32_path, int4_path, block_size)", "int4.py", "expected your function"),
+    (
+        "a function int4_weights(fp32_path, int4_path, block_size)",
+        "int4.py",
+        "expected your function",
+    ),
     ("writes the file to int4_path", model_returned, "no file at"),
-    ("every Gemm as 4-bit blocks (rewritten first)", int4(rewrite=unchanged), "the quantizer skips Gemm"),
-    ("every MatMul as 4-bit blocks", int4(rewrite=unchanged, after=ex05.gemm_to_matmul),  # Gemm rewritten too late
-     "found 1 MatMulNBits and ['MatMul'] float layers"),
+    (
+        "every Gemm as 4-bit blocks (rewritten first)",
+        int4(rewrite=unchanged),
+        "the quantizer skips Gemm",
+    ),
+    (
+        "every MatMul as 4-bit blocks",
+        int4(rewrite=unchanged, after=ex05.gemm_to_matmul),  # Gemm rewritten too late
+        "found 1 MatMulNBits and ['MatMul'] float layers",
+    ),
     ("bits=4", int4(bits=8), "bits=8 (expected 4)"),
     ("symmetric", int4(is_symmetric=False), "zero points stored"),
     ("accuracy_level=4", int4(accuracy_level=None), "accuracy_level=None (expected 4)"),
     ("the block_size given", int4(block=32), "block_size=32 (expected 16)"),
-    ("classifies like the fp32 model", int4(rewrite=reshaped_not_transposed), "picks the fp32 model's digit on only"),
+    (
+        "classifies like the fp32 model",
+        int4(rewrite=reshaped_not_transposed),
+        "picks the fp32 model's digit on only",
+    ),
 ]
 
 
-@pytest.mark.parametrize("exercise, answer", [
-    *right("05.1", ex05.quantize_int8, one_digit_batches_no_preprocessing, with_quantize_and_a_config,
-           entropy_calibrated),
-    *right("05.2", ex05.MnistCalibrationReader, ListReader, SplitReader),
-    *right("05.3", ex05.int4_weights, with_a_config, own_rewrite),
-])
+@pytest.mark.parametrize(
+    "exercise, answer",
+    [
+        *right(
+            "05.1",
+            ex05.quantize_int8,
+            one_digit_batches_no_preprocessing,
+            with_quantize_and_a_config,
+            entropy_calibrated,
+        ),
+        *right("05.2", ex05.MnistCalibrationReader, ListReader, SplitReader),
+        *right("05.3", ex05.int4_weights, with_a_config, own_rewrite),
+    ],
+)
 def test_right_answers_pass(exercise, answer):
     feedback = check(exercise, answer)
     assert feedback.ok, str(feedback)
 
 
-@pytest.mark.parametrize("exercise, answer, message", [
-    *rows("05.1 requirement", REQUIREMENTS_05_1, "05.1"),
-    *rows("05.1 own round", OWN_ROUND_05_1, "05.1"),
-    *rows("05.2 requirement", REQUIREMENTS_05_2, "05.2"),
-    *rows("05.2 own round", OWN_ROUND_05_2, "05.2"),
-    *rows("05.3 requirement", REQUIREMENTS_05_3, "05.3"),
-])
-def test_each_requirement_broken_alone_and_each_own_round_answer_is_refused(exercise, answer, message):
+@pytest.mark.parametrize(
+    "exercise, answer, message",
+    [
+        *rows("05.1 requirement", REQUIREMENTS_05_1, "05.1"),
+        *rows("05.1 own round", OWN_ROUND_05_1, "05.1"),
+        *rows("05.2 requirement", REQUIREMENTS_05_2, "05.2"),
+        *rows("05.2 own round", OWN_ROUND_05_2, "05.2"),
+        *rows("05.3 requirement", REQUIREMENTS_05_3, "05.3"),
+    ],
+)
+def test_each_requirement_broken_alone_and_each_own_round_answer_is_refused(
+    exercise, answer, message
+):
     refused(exercise, answer, message)
 
 
@@ -380,8 +534,13 @@ def notebook_function(name: str):
     for cell in nbformat.read(path, as_version=4).cells:
         if cell.cell_type == "code" and f"def {name}(" in cell.source:
             tree = ast.parse(cell.source)
-            keep = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
-                    or isinstance(n, ast.FunctionDef) and n.name == name]
+            keep = [
+                n
+                for n in tree.body
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                or isinstance(n, ast.FunctionDef)
+                and n.name == name
+            ]
             namespace = {"np": np, "onnx": onnx}
             exec(compile(ast.Module(keep, type_ignores=[]), str(path), "exec"), namespace)
             return namespace[name]
@@ -396,7 +555,9 @@ def test_int4_accepts_the_notebooks_own_rewrite_which_calls_check_model():
     def int4_weights(fp32_path, int4_path, block_size):
         model = gemm_to_matmul(onnx.load(fp32_path))
         onnx.checker.check_model(model, full_check=True)
-        quantizer = MatMulNBitsQuantizer(model, bits=4, block_size=block_size, is_symmetric=True, accuracy_level=4)
+        quantizer = MatMulNBitsQuantizer(
+            model, bits=4, block_size=block_size, is_symmetric=True, accuracy_level=4
+        )
         quantizer.process()
         onnx.checker.check_model(quantizer.model.model)
         onnx.save(quantizer.model.model, int4_path)

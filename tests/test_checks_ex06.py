@@ -1,4 +1,5 @@
 """The checks of notebook 06's exercises accept other right answers, name each mistake, never state the true numbers."""
+
 from __future__ import annotations
 
 import math
@@ -9,16 +10,25 @@ import timeit
 
 import numpy as np
 import pytest
+from tables import refused, right, rows
 
 from helpers.grading.exercises import check
 from solutions.ex06 import fair_time, macs_per_image
-from tables import refused, right, rows
 
 
 # ---------------------------------------------------------------------------------------------- 06.1
-def stopwatch(warmup=5, statistic=np.median, scale=1e6, q=90, clock=time.perf_counter, calls=30, n=None,
-              warm_after=False):
+def stopwatch(
+    warmup=5,
+    statistic=np.median,
+    scale=1e6,
+    q=90,
+    clock=time.perf_counter,
+    calls=30,
+    n=None,
+    warm_after=False,
+):
     """The worked loop with one change: warm-up, statistic, unit, percentile, clock, calls, 'n', or warm-up last."""
+
     def fair_time_variant(fn):
         for _ in range(0 if warm_after else warmup):
             fn()
@@ -30,8 +40,12 @@ def stopwatch(warmup=5, statistic=np.median, scale=1e6, q=90, clock=time.perf_co
         for _ in range(warmup if warm_after else 0):
             fn()
         values = np.array(samples) * scale
-        return {"p50_us": float(statistic(values)), "p90_us": float(np.percentile(values, q)),
-                "n": len(samples) if n is None else n(len(samples))}
+        return {
+            "p50_us": float(statistic(values)),
+            "p90_us": float(np.percentile(values, q)),
+            "n": len(samples) if n is None else n(len(samples)),
+        }
+
     return fair_time_variant
 
 
@@ -39,8 +53,11 @@ def with_timeit(fn):
     """Right, written differently: timeit.repeat (perf_counter inside), statistics.quantiles."""
     times = timeit.repeat(fn, number=1, repeat=40)[4:]
     us = [t * 1e6 for t in times]
-    return {"p50_us": statistics.median(us), "p90_us": statistics.quantiles(us, n=10, method="inclusive")[-1],
-            "n": len(us)}
+    return {
+        "p50_us": statistics.median(us),
+        "p90_us": statistics.quantiles(us, n=10, method="inclusive")[-1],
+        "n": len(us),
+    }
 
 
 def with_ns_clock(fn):
@@ -65,7 +82,11 @@ def notebook_loop(fn):
         t0 = time.perf_counter()
         fn()
         times_us.append((time.perf_counter() - t0) * 1e6)
-    return {"p50_us": np.median(times_us), "p90_us": np.percentile(times_us, 90), "n": len(times_us)}
+    return {
+        "p50_us": np.median(times_us),
+        "p90_us": np.percentile(times_us, 90),
+        "n": len(times_us),
+    }
 
 
 def sorted_index_percentile(fn):
@@ -78,7 +99,11 @@ def sorted_index_percentile(fn):
         fn()
         us.append((time.perf_counter() - t0) * 1e6)
     us.sort()
-    return {"p50_us": float(np.percentile(us, 50)), "p90_us": us[math.ceil(0.9 * len(us)) - 1], "n": np.int64(len(us))}
+    return {
+        "p50_us": float(np.percentile(us, 50)),
+        "p90_us": us[math.ceil(0.9 * len(us)) - 1],
+        "n": np.int64(len(us)),
+    }
 
 
 def with_helpers(fn):
@@ -95,11 +120,23 @@ def hard_coded(fn):
 
 
 REQUIREMENTS_06_1 = [
-    ("a function fair_time(fn)", {"p50_us": 1.0, "p90_us": 2.0, "n": 30}, "expected your function fair_time(fn)"),
-    ("fn takes no arguments", lambda fn: [fn(np.zeros(3)) for _ in range(40)], "fn takes no arguments"),
+    (
+        "a function fair_time(fn)",
+        {"p50_us": 1.0, "p90_us": 2.0, "n": 30},
+        "expected your function fair_time(fn)",
+    ),
+    (
+        "fn takes no arguments",
+        lambda fn: [fn(np.zeros(3)) for _ in range(40)],
+        "fn takes no arguments",
+    ),
     ("without helpers", with_helpers, "without helpers"),
     ("at least 3 warm-up calls, not timed", stopwatch(warmup=1), "so 1 warm-up call"),
-    ("the timed calls come after the warm-up", stopwatch(warm_after=True), "the timed calls come after the warm-up"),
+    (
+        "the timed calls come after the warm-up",
+        stopwatch(warm_after=True),
+        "the timed calls come after the warm-up",
+    ),
     ("at least 10 timed calls", stopwatch(calls=6), "at least 10 timed calls"),
     ("with time.perf_counter()", stopwatch(clock=lambda: time.time()), "time.perf_counter()"),
     ("returns p50_us, p90_us and n", lambda fn: {"p50_us": 1.0, "p90_us": 2.0}, "missing ['n']"),
@@ -116,9 +153,15 @@ OTHER_MISTAKES_06_1 = [  # (wrong answer, what the feedback says)
     (stopwatch(warmup=0), "so 0 warm-up call"),
     (stopwatch(q=0.9), "np.percentile takes 90, not 0.9"),
     (lambda fn: 1 / 0, "it raised ZeroDivisionError"),
-    (stopwatch(clock=time.process_time), "too low, by more than 15 % for the 30 calls after the warm-up"),  # CPU time
+    (
+        stopwatch(clock=time.process_time),
+        "too low, by more than 15 % for the 30 calls after the warm-up",
+    ),  # CPU time
     (stopwatch(scale=1), "which is in seconds"),
-    (lambda fn: [fn() for _ in range(40)] and {"p50_us": "2 ms", "p90_us": 1.0, "n": 30}, "a number of microseconds"),
+    (
+        lambda fn: [fn() for _ in range(40)] and {"p50_us": "2 ms", "p90_us": 1.0, "n": 30},
+        "a number of microseconds",
+    ),
 ]
 
 
@@ -126,13 +169,19 @@ def test_fair_time_the_two_models_cannot_share_one_answer():
     from helpers.grading.checks.ex06 import MODELS, _close
 
     quick, slower = (1e3 * np.array(MODELS[k]["fast"]) for k in ("a quick model", "a slower model"))
-    assert not any(_close(value, truth) for value in np.linspace(*quick, 50) for truth in np.linspace(*slower, 50))
+    assert not any(
+        _close(value, truth)
+        for value in np.linspace(*quick, 50)
+        for truth in np.linspace(*slower, 50)
+    )
 
 
 def test_fair_time_feedback_never_states_the_true_numbers():
     feedback = check("06.1", stopwatch(statistic=np.mean))
     assert "too high, by more than 15 %" in feedback.message
-    assert set(re.findall(r"\d+", feedback.message)) <= {"50", "15", "30"}, feedback.message  # p50, 15 %, 30 calls
+    assert set(re.findall(r"\d+", feedback.message)) <= {"50", "15", "30"}, (
+        feedback.message
+    )  # p50, 15 %, 30 calls
 
 
 # ---------------------------------------------------------------------------------------------- 06.2
@@ -147,15 +196,26 @@ def macs_from_weights_and_shapes(path):
     convs = [n for n in model.graph.node if n.op_type == "Conv"]
     model.graph.output.extend(onnx.ValueInfoProto(name=n.output[0]) for n in convs)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    outputs = session.run([n.output[0] for n in convs], {session.get_inputs()[0].name: np.zeros((1, 1, 28, 28),
-                                                                                                 np.float32)})
+    outputs = session.run(
+        [n.output[0] for n in convs],
+        {session.get_inputs()[0].name: np.zeros((1, 1, 28, 28), np.float32)},
+    )
     total = sum(o.size * weights[n.input[1]][0].size for n, o in zip(convs, outputs))
-    return total + sum(weights[n.input[1]].size for n in model.graph.node
-                       if n.op_type in ("Gemm", "MatMul") and n.input[1] in weights)
+    return total + sum(
+        weights[n.input[1]].size
+        for n in model.graph.node
+        if n.op_type in ("Gemm", "MatMul") and n.input[1] in weights
+    )
 
 
-def macs_by_formula(path, positions=lambda size, k, pads, strides: (size + pads[:2] + pads[2:] - k) // strides + 1,
-                    ops=("Conv", "Gemm", "MatMul"), per_weight=True, batch=1, bias=False):
+def macs_by_formula(
+    path,
+    positions=lambda size, k, pads, strides: (size + pads[:2] + pads[2:] - k) // strides + 1,
+    ops=("Conv", "Gemm", "MatMul"),
+    per_weight=True,
+    batch=1,
+    bias=False,
+):
     """Right: output positions from the convolution formula, in numpy; the keyword arguments make mistakes below."""
     import onnx
     from onnx import helper, numpy_helper
@@ -170,7 +230,9 @@ def macs_by_formula(path, positions=lambda size, k, pads, strides: (size + pads[
             size = positions(size, k, pads, np.array(a.get("strides", [1, 1])))
             if "Conv" in ops:
                 at = int(np.prod(size)) * batch if per_weight else 1
-                total += at * int(np.prod(w[node.input[1]])) + (at * w[node.input[1]][0] if bias else 0)
+                total += at * int(np.prod(w[node.input[1]])) + (
+                    at * w[node.input[1]][0] if bias else 0
+                )
         elif node.op_type in ops and node.input[1] in w:
             total += int(np.prod(w[node.input[1]]))
     return total
@@ -186,22 +248,37 @@ def notebook_hint_with_dim_param(path, fix_batch=True):
         dim.Clear()
         dim.dim_value = 1
     inferred = onnx.shape_inference.infer_shapes(model)
-    shape = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-             for v in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    shape = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+    }
     dims = {t.name: list(t.dims) for t in model.graph.initializer}
     total = 0
     for node in model.graph.node:
-        if node.op_type == "Conv":  # [batch, channels, height, width] times the weights of one output value
+        if (
+            node.op_type == "Conv"
+        ):  # [batch, channels, height, width] times the weights of one output value
             total += int(np.prod(shape[node.output[0]])) * int(np.prod(dims[node.input[1]][1:]))
         elif node.op_type in {"Gemm", "MatMul"}:
             total += int(np.prod(dims.get(node.input[1], [0])))
     return total
 
 
-@pytest.mark.parametrize("exercise, answer", [
-    *right("06.1", fair_time, with_timeit, with_ns_clock, notebook_loop, sorted_index_percentile),
-    *right("06.2", macs_per_image, macs_from_weights_and_shapes, macs_by_formula, notebook_hint_with_dim_param),
-])
+@pytest.mark.parametrize(
+    "exercise, answer",
+    [
+        *right(
+            "06.1", fair_time, with_timeit, with_ns_clock, notebook_loop, sorted_index_percentile
+        ),
+        *right(
+            "06.2",
+            macs_per_image,
+            macs_from_weights_and_shapes,
+            macs_by_formula,
+            notebook_hint_with_dim_param,
+        ),
+    ],
+)
 def test_right_answers_pass(exercise, answer):
     feedback = check(exercise, answer)
     assert feedback.ok, str(feedback)
@@ -209,26 +286,63 @@ def test_right_answers_pass(exercise, answer):
 
 def series_numbers(path):
     """Hard-coded: the series' files counted, any other file given a by-hand count of another CNN."""
-    return macs_per_image(path) if "mnist_" in str(path) else 24 * 24 * 4 * 25 + 12 * 12 * 6 * 36 + 864 * 10
+    return (
+        macs_per_image(path)
+        if "mnist_" in str(path)
+        else 24 * 24 * 4 * 25 + 12 * 12 * 6 * 36 + 864 * 10
+    )
 
 
-no_stride = lambda size, k, pads, strides: size + pads[:2] + pads[2:] - k + 1        # noqa: E731
-no_padding = lambda size, k, pads, strides: (size - k) // strides + 1                # noqa: E731
+no_stride = lambda size, k, pads, strides: size + pads[:2] + pads[2:] - k + 1  # noqa: E731
+no_padding = lambda size, k, pads, strides: (size - k) // strides + 1  # noqa: E731
 REQUIREMENTS_06_2 = [
     ("a function macs_per_image(path)", 12345, "expected your function macs_per_image(path)"),
     ("a whole number", lambda path: macs_per_image(path) + 0.5, "expected a whole number"),
-    ("a Conv applies each weight at every output position", lambda p: macs_by_formula(p, per_weight=False),
-     "that is the number of weights"),
-    ("a Conv's output positions follow its stride", lambda p: macs_by_formula(p, positions=no_stride),
-     "with the Conv layers' strides left out"),
-    ("... and its padding", lambda p: macs_by_formula(p, positions=no_padding),
-     "with the Conv layers' padding left out"),
-    ("every Conv counted", lambda p: macs_by_formula(p, ops=("Gemm", "MatMul")), "the Conv layers add nothing"),
-    ("every Gemm counted", lambda p: macs_by_formula(p, ops=("Conv", "MatMul")), "the Gemm layer adds nothing"),
-    ("every MatMul counted", lambda p: macs_by_formula(p, ops=("Conv", "Gemm")), "the MatMul layer adds nothing"),
-    ("multiply-adds, not FLOPs", lambda path: 2 * macs_per_image(path), "FLOPs count a multiply and an add"),
-    ("for one image", lambda p: macs_by_formula(p, batch=256), "count 256 times their multiply-adds for one image"),
-    ("of the .onnx file at path", series_numbers, "a CNN of the check's own (Conv, Conv, Gemm): your count is"),
+    (
+        "a Conv applies each weight at every output position",
+        lambda p: macs_by_formula(p, per_weight=False),
+        "that is the number of weights",
+    ),
+    (
+        "a Conv's output positions follow its stride",
+        lambda p: macs_by_formula(p, positions=no_stride),
+        "with the Conv layers' strides left out",
+    ),
+    (
+        "... and its padding",
+        lambda p: macs_by_formula(p, positions=no_padding),
+        "with the Conv layers' padding left out",
+    ),
+    (
+        "every Conv counted",
+        lambda p: macs_by_formula(p, ops=("Gemm", "MatMul")),
+        "the Conv layers add nothing",
+    ),
+    (
+        "every Gemm counted",
+        lambda p: macs_by_formula(p, ops=("Conv", "MatMul")),
+        "the Gemm layer adds nothing",
+    ),
+    (
+        "every MatMul counted",
+        lambda p: macs_by_formula(p, ops=("Conv", "Gemm")),
+        "the MatMul layer adds nothing",
+    ),
+    (
+        "multiply-adds, not FLOPs",
+        lambda path: 2 * macs_per_image(path),
+        "FLOPs count a multiply and an add",
+    ),
+    (
+        "for one image",
+        lambda p: macs_by_formula(p, batch=256),
+        "count 256 times their multiply-adds for one image",
+    ),
+    (
+        "of the .onnx file at path",
+        series_numbers,
+        "a CNN of the check's own (Conv, Conv, Gemm): your count is",
+    ),
 ]
 
 
@@ -250,22 +364,39 @@ def input_positions(path):
 
 
 OTHER_MISTAKES_06_2 = [  # (wrong answer, what the feedback says)
-    (input_positions, "the series' CNN: your count is too high, by more than 10 % (your Conv layers count 4 times"),
+    (
+        input_positions,
+        "the series' CNN: your count is too high, by more than 10 % (your Conv layers count 4 times",
+    ),
     (lambda p: notebook_hint_with_dim_param(p, fix_batch=False), "the Conv layers add nothing"),
-    (lambda p: macs_by_formula(p, bias=True), "the series' CNN: your count is too high"),    # bias adds counted
+    (
+        lambda p: macs_by_formula(p, bias=True),
+        "the series' CNN: your count is too high",
+    ),  # bias adds counted
     (lambda path: 1.5, "expected a whole number"),
     (lambda path: float("nan"), "expected a whole number"),
 ]
 
 
-@pytest.mark.parametrize("exercise, answer, message", [
-    *rows("06.1 requirement", REQUIREMENTS_06_1, "06.1"),
-    *rows("06.1 mistake", OTHER_MISTAKES_06_1, "06.1", ids=["no warm-up", "q=0.9", "raises", "process_time",
-                                                            "seconds", "p50 a string"]),
-    *rows("06.2 requirement", REQUIREMENTS_06_2, "06.2"),
-    *rows("06.2 mistake", OTHER_MISTAKES_06_2, "06.2", ids=["input positions", "batch not fixed",
-                                                            "bias counted", "1.5", "nan"]),
-])
+@pytest.mark.parametrize(
+    "exercise, answer, message",
+    [
+        *rows("06.1 requirement", REQUIREMENTS_06_1, "06.1"),
+        *rows(
+            "06.1 mistake",
+            OTHER_MISTAKES_06_1,
+            "06.1",
+            ids=["no warm-up", "q=0.9", "raises", "process_time", "seconds", "p50 a string"],
+        ),
+        *rows("06.2 requirement", REQUIREMENTS_06_2, "06.2"),
+        *rows(
+            "06.2 mistake",
+            OTHER_MISTAKES_06_2,
+            "06.2",
+            ids=["input positions", "batch not fixed", "bias counted", "1.5", "nan"],
+        ),
+    ],
+)
 def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise, answer, message):
     refused(exercise, answer, message)
 
@@ -275,8 +406,12 @@ def test_macs_check_models_are_new_each_time_and_pass_check_model(tmp_path):
 
     counts = set()
     for seed in range(6):  # random_cnn runs onnx.checker.check_model(full_check=True) on each
-        path = random_cnn(tmp_path / f"{seed}.onnx", np.random.default_rng(seed), "MatMul" if seed % 2 else "Gemm")
-        assert _reference_macs(path) == macs_from_weights_and_shapes(path)  # the check's arithmetic, independently
+        path = random_cnn(
+            tmp_path / f"{seed}.onnx", np.random.default_rng(seed), "MatMul" if seed % 2 else "Gemm"
+        )
+        assert _reference_macs(path) == macs_from_weights_and_shapes(
+            path
+        )  # the check's arithmetic, independently
         counts.add(_reference_macs(path))
     assert len(counts) >= 4, counts
 
@@ -286,7 +421,13 @@ def test_macs_feedback_never_states_the_expected_count():
     from helpers.pipeline.artifacts import built_artifact
 
     want = _reference_macs(built_artifact("mnist_cnn_pytorch.onnx"))
-    assert want == 14 * 14 * 8 * 9 + 7 * 7 * 16 * 72 + 784 * 128 + 1280  # independent of shape inference
-    for answer in (lambda p: macs_by_formula(p, per_weight=False), input_positions, lambda p: 2 * macs_per_image(p)):
+    assert (
+        want == 14 * 14 * 8 * 9 + 7 * 7 * 16 * 72 + 784 * 128 + 1280
+    )  # independent of shape inference
+    for answer in (
+        lambda p: macs_by_formula(p, per_weight=False),
+        input_positions,
+        lambda p: 2 * macs_per_image(p),
+    ):
         message = check("06.2", answer).message
         assert str(want) not in message and f"{want:,}" not in message, message

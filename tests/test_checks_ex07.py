@@ -1,6 +1,7 @@
 """The checks of notebook 07's exercises: right answers written otherwise than solutions/ex07.py are accepted;
 realistic wrong answers fail with feedback naming the mistake and never showing the expected tokens.
 The checks use notebook 07's cached int4 model (built once if missing)."""
+
 from __future__ import annotations
 
 import re
@@ -10,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import onnxruntime_genai as og
 import pytest
+from tables import accepted, right, rows
 
 from helpers.grading.exercises import check
-from tables import accepted, right, rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from solutions import ex07  # noqa: E402
@@ -21,7 +22,9 @@ from solutions import ex07  # noqa: E402
 def feedback(exercise, answer):
     result = check(exercise, answer)
     assert not result, f"{exercise} accepted a wrong answer: {result}"
-    assert not re.search(r"\[\d+, \d+", result.message), f"token ids in the feedback: {result.message}"
+    assert not re.search(r"\[\d+, \d+", result.message), (
+        f"token ids in the feedback: {result.message}"
+    )
     return result.message
 
 
@@ -67,7 +70,9 @@ def notebook_chat_reuse(generator, tokenizer, prefix_len, questions_ids, max_new
     for question in questions_ids:
         target = prefix + [int(t) for t in question]
         held = [int(t) for t in generator.get_sequence(0)]
-        keep = next((n for n, (a, b) in enumerate(zip(held, target)) if a != b), min(len(held), len(target)))
+        keep = next(
+            (n for n, (a, b) in enumerate(zip(held, target)) if a != b), min(len(held), len(target))
+        )
         if keep < len(held):
             generator.rewind_to(keep)
         generator.append_tokens(np.array(target[keep:], dtype=np.int32))
@@ -95,7 +100,7 @@ def argmax_by_hand(generator, tokenizer, prefix_len, questions_ids, max_new_toke
 def no_rewind(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
     answers = []
     for question in questions_ids:
-        generator.append_tokens(question)              # mistake: the previous question and answer stay
+        generator.append_tokens(question)  # mistake: the previous question and answer stay
         answers.append(decode_steps(generator, max_new_tokens))
     return answers
 
@@ -105,7 +110,9 @@ def prefix_appended_again(generator, tokenizer, prefix_len, questions_ids, max_n
     answers = []
     for question in questions_ids:
         generator.rewind_to(prefix_len)
-        generator.append_tokens(np.concatenate([prefix, question]))   # mistake: the prefix is already there
+        generator.append_tokens(
+            np.concatenate([prefix, question])
+        )  # mistake: the prefix is already there
         answers.append(decode_steps(generator, max_new_tokens))
     return answers
 
@@ -114,7 +121,7 @@ def rewind_to_zero(generator, tokenizer, prefix_len, questions_ids, max_new_toke
     prefix = generator.get_sequence(0)[:prefix_len].copy()
     answers = []
     for question in questions_ids:
-        generator.rewind_to(0)                         # mistake: the prefix's cache is recomputed every time
+        generator.rewind_to(0)  # mistake: the prefix's cache is recomputed every time
         generator.append_tokens(np.concatenate([prefix, question]))
         answers.append(decode_steps(generator, max_new_tokens))
     return answers
@@ -123,9 +130,12 @@ def rewind_to_zero(generator, tokenizer, prefix_len, questions_ids, max_new_toke
 def new_generator_each_time(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
     from helpers.grading.checks.ex07 import smollm
 
-    model, _ = smollm()                                # the learner's notebook has the same model
+    model, _ = smollm()  # the learner's notebook has the same model
     prefix = generator.get_sequence(0)[:prefix_len].copy()
-    return [ex07.generate(model, tokenizer, np.concatenate([prefix, q]), max_new_tokens) for q in questions_ids]
+    return [
+        ex07.generate(model, tokenizer, np.concatenate([prefix, q]), max_new_tokens)
+        for q in questions_ids
+    ]
 
 
 def one_token_short(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
@@ -143,12 +153,14 @@ def with_question_tokens(generator, tokenizer, prefix_len, questions_ids, max_ne
         generator.rewind_to(prefix_len)
         generator.append_tokens(question)
         decode_steps(generator, max_new_tokens)
-        answers.append(generator.get_sequence(0)[prefix_len:].tolist())   # mistake: the question is in there
+        answers.append(
+            generator.get_sequence(0)[prefix_len:].tolist()
+        )  # mistake: the question is in there
     return answers
 
 
 def one_list_object(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    answers, ids = [], []                              # mistake: one list for every answer
+    answers, ids = [], []  # mistake: one list for every answer
     for question in questions_ids:
         generator.rewind_to(prefix_len)
         generator.append_tokens(question)
@@ -161,7 +173,7 @@ def one_list_object(generator, tokenizer, prefix_len, questions_ids, max_new_tok
 
 
 def list_never_emptied(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    answers, ids = [], []                              # mistake: each answer goes on from the previous one's tokens
+    answers, ids = [], []  # mistake: each answer goes on from the previous one's tokens
     for question in questions_ids:
         generator.rewind_to(prefix_len)
         generator.append_tokens(question)
@@ -175,13 +187,15 @@ def list_never_emptied(generator, tokenizer, prefix_len, questions_ids, max_new_
 
 
 def all_questions_at_once(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    generator.append_tokens(np.concatenate(questions_ids))   # mistake: every question in one go
+    generator.append_tokens(np.concatenate(questions_ids))  # mistake: every question in one go
     return [decode_steps(generator, max_new_tokens) for _ in questions_ids]
 
 
 def decoded_text(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    return [tokenizer.decode(ids) for ids in ex07.answer_each(generator, tokenizer, prefix_len, questions_ids,
-                                                              max_new_tokens)]
+    return [
+        tokenizer.decode(ids)
+        for ids in ex07.answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens)
+    ]
 
 
 def first_answer_only(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
@@ -209,12 +223,23 @@ REQUIREMENTS_07_2 = [
     ("a list: one answer per question", first_answer_only, "expected a list of 3 answers"),
     ("each answer a list of token ids", decoded_text, "expected a list of token ids"),
     ("each answer a list of its own", one_list_object, "one and the same list object"),
-    ("only the answer's new tokens, not the question's", with_question_tokens, "starts with the question's own"),
+    (
+        "only the answer's new tokens, not the question's",
+        with_question_tokens,
+        "starts with the question's own",
+    ),
     ("each answer only its own new tokens", list_never_emptied, "starts with answer 1's tokens"),
-    ("each question on its own, after the prefix", all_questions_at_once,
-     "one append_tokens call gave the generator all"),
+    (
+        "each question on its own, after the prefix",
+        all_questions_at_once,
+        "one append_tokens call gave the generator all",
+    ),
     ("as if that question were the only one", no_rewind, "rewind_to(prefix_len) first"),
-    ("reusing the generator given, not a new one", new_generator_each_time, "you made 3 new og.Generator"),
+    (
+        "reusing the generator given, not a new one",
+        new_generator_each_time,
+        "you made 3 new og.Generator",
+    ),
     ("reusing its cache: the prefix not thrown away", rewind_to_zero, "below prefix_len"),
     ("... nor appended again", prefix_appended_again, "holds it twice"),
     ("at most max_new_tokens", budget_ignored, "at most max_new_tokens="),
@@ -225,12 +250,18 @@ REQUIREMENTS_07_2 = [
 OTHER_MISTAKES_07_2 = [(second_best_token, "leave the greedy answer")]
 
 
-def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="text", keep_eos=True, sample=False):
+def generate_variant(
+    max_length=lambda prompt, new: prompt + new, stop_test="text", keep_eos=True, sample=False
+):
     """The solution with one mistake: in max_length, in the stop test, or dropping the end-of-turn token."""
+
     def generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
         params = og.GeneratorParams(model)
-        params.set_search_options(max_length=max_length(len(prompt_ids), max_new_tokens), do_sample=sample,
-                                  **({"temperature": 1.5, "random_seed": 3} if sample else {}))
+        params.set_search_options(
+            max_length=max_length(len(prompt_ids), max_new_tokens),
+            do_sample=sample,
+            **({"temperature": 1.5, "random_seed": 3} if sample else {}),
+        )
         generator = og.Generator(model, params)
         generator.append_tokens(prompt_ids)
         stream, text, new_ids = tokenizer.create_stream(), "", []
@@ -243,11 +274,19 @@ def generate_variant(max_length=lambda prompt, new: prompt + new, stop_test="tex
             piece = stream.decode(token)
             text += piece
             whole = tokenizer.decode(generator.get_sequence(0))
-            if stop is not None and {"text": stop in text, "last-token": stop in piece,
-                                     "endswith": text.endswith(stop), "prompt-too": stop in whole,
-                                     "every-other-token": stop in text and len(new_ids) % 2 == 0}[stop_test]:
+            if (
+                stop is not None
+                and {
+                    "text": stop in text,
+                    "last-token": stop in piece,
+                    "endswith": text.endswith(stop),
+                    "prompt-too": stop in whole,
+                    "every-other-token": stop in text and len(new_ids) % 2 == 0,
+                }[stop_test]
+            ):
                 break
         return new_ids
+
     return generate
 
 
@@ -278,7 +317,9 @@ def large_max_length_and_own_count(model, tokenizer, prompt_ids, max_new_tokens,
     while len(out) < max_new_tokens:
         generator.generate_next_token()
         out.append(int(generator.get_next_tokens()[0]))
-        if out[-1] in tokenizer.eos_token_ids or (stop is not None and stop in tokenizer.decode(out)):
+        if out[-1] in tokenizer.eos_token_ids or (
+            stop is not None and stop in tokenizer.decode(out)
+        ):
             break
     return out
 
@@ -297,23 +338,41 @@ def notebook_loop_as_numpy(model, tokenizer, prompt_ids, max_new_tokens, stop=No
         if stop is not None and stop in text:
             break
     sequence = generator.get_sequence(0)
-    new = sequence[len(prompt_ids):]
+    new = sequence[len(prompt_ids) :]
     last = int(generator.get_next_tokens()[0])
-    return new if len(new) and new[-1] == last else np.append(new, last)   # get_sequence may leave out the last
+    return (
+        new if len(new) and new[-1] == last else np.append(new, last)
+    )  # get_sequence may leave out the last
 
 
-@pytest.mark.parametrize("exercise, answer", [
-    *right("07.2", ex07.answer_each, rewind_after_each_answer, read_back_from_the_sequence, notebook_chat_reuse,
-           argmax_by_hand),
-    *right("07.3", ex07.generate, decode_everything_each_step, large_max_length_and_own_count,
-           notebook_loop_as_numpy),
-])
+@pytest.mark.parametrize(
+    "exercise, answer",
+    [
+        *right(
+            "07.2",
+            ex07.answer_each,
+            rewind_after_each_answer,
+            read_back_from_the_sequence,
+            notebook_chat_reuse,
+            argmax_by_hand,
+        ),
+        *right(
+            "07.3",
+            ex07.generate,
+            decode_everything_each_step,
+            large_max_length_and_own_count,
+            notebook_loop_as_numpy,
+        ),
+    ],
+)
 def test_right_answers_pass(exercise, answer):
     accepted(exercise, answer)
 
 
 def stop_without_default(model, tokenizer, prompt_ids, max_new_tokens, stop):
-    return ex07.generate(model, tokenizer, prompt_ids, max_new_tokens, stop)   # mistake: stop is not optional
+    return ex07.generate(
+        model, tokenizer, prompt_ids, max_new_tokens, stop
+    )  # mistake: stop is not optional
 
 
 def returns_text(model, tokenizer, prompt_ids, max_new_tokens, stop=None):
@@ -336,7 +395,7 @@ def fixed_loop_without_is_done(model, tokenizer, prompt_ids, max_new_tokens, sto
     generator = og.Generator(model, params)
     generator.append_tokens(prompt_ids)
     out = []
-    for _ in range(max_new_tokens):                    # mistake: goes on after the end-of-turn token
+    for _ in range(max_new_tokens):  # mistake: goes on after the end-of-turn token
         generator.generate_next_token()
         out.append(int(generator.get_next_tokens()[0]))
         if stop and stop in tokenizer.decode(out):
@@ -350,32 +409,63 @@ REQUIREMENTS_07_3 = [
     ("returns token ids", returns_text, "expected the new token ids (a list of ints), got text"),
     ("only the new token ids", whole_sequence, "expected only the new tokens"),
     ("greedy", generate_variant(sample=True), "leave the greedy answer"),
-    ("the end-of-turn token included if it comes", generate_variant(keep_eos=False), "the end-of-turn token: keep it"),
-    ("at most max_new_tokens", generate_variant(max_length=lambda prompt, new: prompt + new + 1),
-     "at most max_new_tokens"),
-    ("max_length: prompt plus max_new_tokens", generate_variant(max_length=lambda prompt, new: new),
-     "max_length counts prompt plus answer"),
-    ("a stop text spanning several tokens", generate_variant(stop_test="last-token"), "spans several tokens"),
-    ("a stop text ending inside a token", generate_variant(stop_test="endswith"), "ends inside one"),
-    ("the stop text looked for in the answer only", generate_variant(stop_test="prompt-too"), "the prompt does"),
-    ("stops right after the token completing stop", generate_variant(stop_test="every-other-token"),
-     "you went on after the end"),
+    (
+        "the end-of-turn token included if it comes",
+        generate_variant(keep_eos=False),
+        "the end-of-turn token: keep it",
+    ),
+    (
+        "at most max_new_tokens",
+        generate_variant(max_length=lambda prompt, new: prompt + new + 1),
+        "at most max_new_tokens",
+    ),
+    (
+        "max_length: prompt plus max_new_tokens",
+        generate_variant(max_length=lambda prompt, new: new),
+        "max_length counts prompt plus answer",
+    ),
+    (
+        "a stop text spanning several tokens",
+        generate_variant(stop_test="last-token"),
+        "spans several tokens",
+    ),
+    (
+        "a stop text ending inside a token",
+        generate_variant(stop_test="endswith"),
+        "ends inside one",
+    ),
+    (
+        "the stop text looked for in the answer only",
+        generate_variant(stop_test="prompt-too"),
+        "the prompt does",
+    ),
+    (
+        "stops right after the token completing stop",
+        generate_variant(stop_test="every-other-token"),
+        "you went on after the end",
+    ),
     ("... that token included", stop_token_dropped, "you stopped too early"),
 ]
 
 
 OTHER_MISTAKES_07_3 = [
-    (generate_variant(max_length=lambda prompt, new: prompt + new - 1), "max_length counts prompt plus answer"),
+    (
+        generate_variant(max_length=lambda prompt, new: prompt + new - 1),
+        "max_length counts prompt plus answer",
+    ),
     (fixed_loop_without_is_done, ("it raised", "you went on after the end")),
 ]
 
 
-@pytest.mark.parametrize("exercise, wrong, named", [
-    *rows("07.2 requirement", REQUIREMENTS_07_2, "07.2"),
-    *rows("07.2 mistake", OTHER_MISTAKES_07_2, "07.2", ids=["runner-up-token"]),
-    *rows("07.3 requirement", REQUIREMENTS_07_3, "07.3"),
-    *rows("07.3 mistake", OTHER_MISTAKES_07_3, "07.3", ids=["off-by-one", "no-is-done"]),
-])
+@pytest.mark.parametrize(
+    "exercise, wrong, named",
+    [
+        *rows("07.2 requirement", REQUIREMENTS_07_2, "07.2"),
+        *rows("07.2 mistake", OTHER_MISTAKES_07_2, "07.2", ids=["runner-up-token"]),
+        *rows("07.3 requirement", REQUIREMENTS_07_3, "07.3"),
+        *rows("07.3 mistake", OTHER_MISTAKES_07_3, "07.3", ids=["off-by-one", "no-is-done"]),
+    ],
+)
 def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise, wrong, named):
     message = feedback(exercise, wrong)
     assert any(n in message for n in ((named,) if isinstance(named, str) else named)), message
@@ -389,11 +479,15 @@ def test_07_3_stop_cases_defeat_the_wrong_stop_tests():
     from helpers.grading.checks import ex07 as checks
 
     model, tokenizer = checks.smollm()
-    ids = checks.prompt_ids(tokenizer, [checks.SYSTEM, {"role": "user", "content": "What is the capital of Spain?"}])
+    ids = checks.prompt_ids(
+        tokenizer, [checks.SYSTEM, {"role": "user", "content": "What is the capital of Spain?"}]
+    )
     stop = checks.stop_inside_a_token(model, tokenizer, ids)
     out = checks.greedy(model, ids, 60, stop, tokenizer)
     text, last = tokenizer.decode(out), tokenizer.decode(out[-1:])
     assert stop in text and not text.endswith(stop) and stop not in last
-    tips = checks.prompt_ids(tokenizer, [checks.SYSTEM, {"role": "user",
-                                                         "content": "Give three tips for staying healthy."}])
+    tips = checks.prompt_ids(
+        tokenizer,
+        [checks.SYSTEM, {"role": "user", "content": "Give three tips for staying healthy."}],
+    )
     assert len(checks.greedy(model, tips, 40, "healthy", tokenizer)) > 1

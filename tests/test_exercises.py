@@ -1,4 +1,5 @@
 """Every exercise is solvable (its worked solution passes its check) and its check can fail."""
+
 from __future__ import annotations
 
 import importlib
@@ -37,14 +38,18 @@ def test_a_wrong_answer_is_told_what_is_wrong(exercise_id):
 
 
 def test_the_registry_holds_every_checks_module_and_each_only_its_notebook():
-    from helpers.grading.exercises import CHECK_MODULES
     from helpers.data.paths import REPO_ROOT
+    from helpers.grading.exercises import CHECK_MODULES
 
-    on_disk = sorted(p.stem[2:] for p in (REPO_ROOT / "helpers" / "grading" / "checks").glob("ex[0-9][0-9].py"))
+    on_disk = sorted(
+        p.stem[2:] for p in (REPO_ROOT / "helpers" / "grading" / "checks").glob("ex[0-9][0-9].py")
+    )
     assert sorted(CHECK_MODULES) == on_disk
     for number, module in CHECK_MODULES.items():
         assert module.__name__ == f"helpers.grading.checks.ex{number}"
-        assert module.CHECKS and all(e.startswith(number + ".") for e in module.CHECKS), module.CHECKS
+        assert module.CHECKS and all(e.startswith(number + ".") for e in module.CHECKS), (
+            module.CHECKS
+        )
 
 
 def test_unknown_exercise_lists_the_known_ones():
@@ -60,4 +65,6 @@ def test_exercise_notebook_mentions_its_checks():
     for path in notebook_paths():
         text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
         for exercise_id in (e for e in EXERCISES if e.startswith(path.name[:2] + ".")):
-            assert f'check("{exercise_id}"' in text, f"{path.name} does not show check(\"{exercise_id}\", ...)"
+            assert f'check("{exercise_id}"' in text, (
+                f'{path.name} does not show check("{exercise_id}", ...)'
+            )

@@ -1,4 +1,5 @@
 """helpers must stay importable without torch or tensorflow (notebook 03 relies on it)."""
+
 from __future__ import annotations
 
 import pkgutil
@@ -10,9 +11,14 @@ from helpers.pipeline.save_cells import FRAMEWORK_MODULES
 
 
 def test_importing_every_helper_module_loads_no_framework():
-    framework_lessons = set(FRAMEWORK_MODULES.values())  # generated from torch cells: they import torch, by design
-    modules = ["helpers"] + [m.name for m in pkgutil.walk_packages(helpers.__path__, "helpers.")
-                             if m.name.rsplit(".", 1)[1] not in framework_lessons]
+    framework_lessons = set(
+        FRAMEWORK_MODULES.values()
+    )  # generated from torch cells: they import torch, by design
+    modules = ["helpers"] + [
+        m.name
+        for m in pkgutil.walk_packages(helpers.__path__, "helpers.")
+        if m.name.rsplit(".", 1)[1] not in framework_lessons
+    ]
     code = (
         "import importlib, sys\n"
         f"for name in {modules!r}:\n"

@@ -1,6 +1,7 @@
 """JupyterLab in headless Chromium: *Run All Cells* on a temporary copy of notebook 00, clicked from the menu, and
 what a learner sees; saves ``artifacts/screenshots/jupyterlab.png``; skipped, saying why, without Chromium.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,21 +18,25 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import NOTEBOOKS, artifacts_dir
+from helpers.pipeline.artifacts import built_artifact
 
 NOTEBOOK = "00_inspect_onnx_file.ipynb"
 # Printed by a late cell of notebook 00 (section 2, the external-data round trip): seeing it means the cells
 # before it ran, including the one that loads notebook 01's model.
 EXPECTED_OUTPUT = "ONNX Runtime and the reference evaluator agree with the opset-20 logits"
 SERVER_START_TIMEOUT_S = 300  # hang guards, not speed limits: a busy machine may be slow
-RUN_ALL_TIMEOUT_S = 600  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
+RUN_ALL_TIMEOUT_S = (
+    600  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
+)
 # JupyterLab user settings for the test server: every cell in the DOM (no virtual scrolling), no news/update
 # requests (the server has no internet, and a toast would cover the screenshot).
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
-                                                                        "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
 }
 
 
@@ -69,34 +74,60 @@ def lab(tmp_path):
     for name, values in LAB_SETTINGS.items():
         (settings / name).parent.mkdir(parents=True, exist_ok=True)
         (settings / name).write_text(json.dumps(values))
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
-           "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config")}
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+    }
     port, token = free_loopback_port(), secrets.token_hex(16)
     log_path = tmp_path / "jupyterlab.log"
     log = log_path.open("wb")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--IdentityProvider.token={token}",
-         f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.ip=127.0.0.1", f"--ServerApp.root_dir={root}",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            f"--IdentityProvider.token={token}",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ]
         + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
-            assert server.poll() is None, \
+            assert server.poll() is None, (
                 f"JupyterLab exited with {server.returncode}:\n{log_path.read_text(errors='replace')[-4000:]}"
+            )
             try:
                 ready = http(f"{base}/api/status?token={token}")[0] == 200
             except OSError:  # not listening yet: poll again until the deadline
                 ready = False
             if ready:
                 break
-            assert time.monotonic() < deadline, f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
+            assert time.monotonic() < deadline, (
+                f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
+            )
             time.sleep(0.5)
-        yield {"base": base, "token": token, "root": root, "kernel": kernel, "display_name": display_name}
+        yield {
+            "base": base,
+            "token": token,
+            "root": root,
+            "kernel": kernel,
+            "display_name": display_name,
+        }
     finally:
         try:  # a clean shutdown also shuts the kernels down
             http(f"{base}/api/shutdown?token={token}", method="POST")
@@ -115,7 +146,9 @@ def lab(tmp_path):
 
 @pytest.fixture
 def browser(tmp_path, chromium):
-    driver = chromium(tmp_path / "chromium-profile", window="1400,1000", log=tmp_path / "chromedriver.log")
+    driver = chromium(
+        tmp_path / "chromium-profile", window="1400,1000", log=tmp_path / "chromedriver.log"
+    )
     yield driver  # pytest runs the rest after the test, passed or failed
     driver.quit()
 
@@ -130,9 +163,11 @@ def wait_for(driver, what: str, condition, timeout: float):
         if time.monotonic() > deadline:
             screenshot(driver, "jupyterlab-timeout.png")
             state = page_state(driver) or {}
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; the page shows: prompts "
-                                 f"{state.get('prompts')}, kernel {state.get('status')!r} "
-                                 f"({state.get('kernel')!r}), outputs:\n{state.get('text', '')[-3000:]}")
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}; the page shows: prompts "
+                f"{state.get('prompts')}, kernel {state.get('status')!r} "
+                f"({state.get('kernel')!r}), outputs:\n{state.get('text', '')[-3000:]}"
+            )
         time.sleep(0.5)
 
 
@@ -147,8 +182,12 @@ def kernel_idle(lab) -> bool:
     """The server's word that the notebook's kernel (of the expected spec) is idle: the page's indicators are not
     enough (the toolbar says idle before a kernel is attached, not every Chromium shows the status bar's)."""
     sessions = json.loads(http(f"{lab['base']}/api/sessions?token={lab['token']}")[1])
-    return any(s["path"].endswith(NOTEBOOK) and s["kernel"]["name"] == lab["kernel"]
-               and s["kernel"]["execution_state"] == "idle" for s in sessions)
+    return any(
+        s["path"].endswith(NOTEBOOK)
+        and s["kernel"]["name"] == lab["kernel"]
+        and s["kernel"]["execution_state"] == "idle"
+        for s in sessions
+    )
 
 
 def page_state(driver) -> dict:
@@ -173,21 +212,39 @@ def page_state(driver) -> dict:
     """)
 
 
-def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser, skip before starting a server
+def test_run_all_cells_in_jupyterlab(
+    browser, lab
+):  # browser first: no browser, skip before starting a server
     from selenium.webdriver.common.by import By
 
-    built_artifact("mnist_mlp_pytorch.onnx")  # notebook 00 reads it: missing, this fails naming notebook 01
+    built_artifact(
+        "mnist_mlp_pytorch.onnx"
+    )  # notebook 00 reads it: missing, this fails naming notebook 01
     t0 = time.monotonic()
     browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
-    n_code = sum(c.cell_type == "code" for c in nbformat.read(lab["root"] / NOTEBOOK, as_version=4).cells)
-    wait_for(browser, f"the notebook to open with its {n_code} code cells and an idle kernel",
-             lambda d: (s := page_state(d)) and s["toolbar_kernel"] == lab["display_name"] and s["status"] == "idle"
-             and len(s["prompts"]) == n_code and kernel_idle(lab), 90)
+    n_code = sum(
+        c.cell_type == "code" for c in nbformat.read(lab["root"] / NOTEBOOK, as_version=4).cells
+    )
+    wait_for(
+        browser,
+        f"the notebook to open with its {n_code} code cells and an idle kernel",
+        lambda d: (
+            (s := page_state(d))
+            and s["toolbar_kernel"] == lab["display_name"]
+            and s["status"] == "idle"
+            and len(s["prompts"]) == n_code
+            and kernel_idle(lab)
+        ),
+        90,
+    )
     opened_s = time.monotonic() - t0
 
     # Run -> Run All Cells, clicked like a person would
-    next(e for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
-         if e.text.strip() == "Run").click()
+    next(
+        e
+        for e in browser.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item")
+        if e.text.strip() == "Run"
+    ).click()
 
     def run_all_item(driver):
         items = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu .lm-Menu-item")
@@ -208,9 +265,13 @@ def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser
 
     errors = [e for e in state["stderr"] if "Traceback" in e]
     assert not errors, "an error is shown in the notebook:\n" + "\n---\n".join(errors)
-    assert all(p.strip()[1:-2].isdigit() for p in state["prompts"]), f"a cell did not run: {state['prompts']}"
+    assert all(p.strip()[1:-2].isdigit() for p in state["prompts"]), (
+        f"a cell did not run: {state['prompts']}"
+    )
     assert EXPECTED_OUTPUT in state["text"], "notebook 00's output is not on the page"
-    assert state["images"] >= 3, f"expected the bar chart and two graph pictures, found {state['images']} images"
+    assert state["images"] >= 3, (
+        f"expected the bar chart and two graph pictures, found {state['images']} images"
+    )
 
     # Save (Ctrl+S) and check the file JupyterLab wrote: every code cell executed, no error output
     from selenium.webdriver.common.action_chains import ActionChains
@@ -218,21 +279,34 @@ def test_run_all_cells_in_jupyterlab(browser, lab):  # browser first: no browser
 
     saved_before = (lab["root"] / NOTEBOOK).stat().st_mtime_ns
     ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
-    wait_for(browser, "the notebook to be saved",
-             lambda d: (lab["root"] / NOTEBOOK).stat().st_mtime_ns != saved_before, 20)
+    wait_for(
+        browser,
+        "the notebook to be saved",
+        lambda d: (lab["root"] / NOTEBOOK).stat().st_mtime_ns != saved_before,
+        20,
+    )
     saved = nbformat.read(lab["root"] / NOTEBOOK, as_version=4)
     code = [c for c in saved.cells if c.cell_type == "code"]
-    assert not [o for c in code for o in c.outputs if o.output_type == "error"], "the saved notebook has errors"
-    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "unexecuted or out-of-order cells"
+    assert not [o for c in code for o in c.outputs if o.output_type == "error"], (
+        "the saved notebook has errors"
+    )
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), (
+        "unexecuted or out-of-order cells"
+    )
 
     # the screenshot for the report: the cell that printed the expected line
-    browser.execute_script("""
+    browser.execute_script(
+        """
         const out = [...document.querySelectorAll('.jp-OutputArea-output')]
                       .find(o => o.textContent.includes(arguments[0]));
         out.closest('.jp-Cell').scrollIntoView({block: 'center'});
-    """, EXPECTED_OUTPUT)
+    """,
+        EXPECTED_OUTPUT,
+    )
     time.sleep(0.5)
     path = screenshot(browser, "jupyterlab.png")
     assert path.stat().st_size > 10_000
-    print(f"JupyterLab: notebook open in {opened_s:.1f} s, Run All Cells {run_s:.1f} s, "
-          f"{len(code)} code cells, kernel {lab['kernel']}; screenshot {path}")
+    print(
+        f"JupyterLab: notebook open in {opened_s:.1f} s, Run All Cells {run_s:.1f} s, "
+        f"{len(code)} code cells, kernel {lab['kernel']}; screenshot {path}"
+    )

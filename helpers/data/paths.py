@@ -1,4 +1,5 @@
 """Where the series keeps things: notebooks, ``ONNX_PDF_ARTIFACTS`` and ``ONNX_PDF_CACHE`` folders."""
+
 from __future__ import annotations
 
 import os
@@ -17,6 +18,8 @@ def artifacts_dir() -> Path:
 
 def cache_dir(*parts: str) -> Path:
     """Folder for verified downloads, optionally a sub-folder of it (created on demand)."""
-    path = Path(os.environ.get("ONNX_PDF_CACHE", REPO_ROOT / ".cache")).expanduser().joinpath(*parts)
+    path = (
+        Path(os.environ.get("ONNX_PDF_CACHE", REPO_ROOT / ".cache")).expanduser().joinpath(*parts)
+    )
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -1,5 +1,6 @@
 """Plumbing for notebook 09 (Ray): the digit dataset as Parquet shards (one per shift of MNIST's 70,000 images,
 checked against a manifest), Ray's folders and token, the Ray processes of this project."""
+
 from __future__ import annotations
 
 import json
@@ -14,18 +15,21 @@ from helpers.data.paths import cache_dir
 
 # (rows down, columns right): 3 x 5 = 15 shifts of 70,000 images = 1,050,000 rows; (0, 0) is MNIST itself
 SHIFTS = [(dy, dx) for dy in (-1, 0, 1) for dx in (-2, -1, 0, 1, 2)]
-IMAGES = 70_000                    # 60,000 training images, then the 10,000 test images
-TEST_START = 60_000                # image index of the first test image
+IMAGES = 70_000  # 60,000 training images, then the 10,000 test images
+TEST_START = 60_000  # image index of the first test image
 
 
 def shift_images(images: np.ndarray, dy: int, dx: int) -> np.ndarray:
     """uint8 images [N, 28, 28] moved ``dy`` rows down and ``dx`` columns right, black coming in (no wrap)."""
     if images.ndim != 3 or images.shape[1:] != (28, 28) or images.dtype != np.uint8:
-        raise ValueError(f"expected uint8 images [N, 28, 28], got {images.dtype} {list(images.shape)}")
+        raise ValueError(
+            f"expected uint8 images [N, 28, 28], got {images.dtype} {list(images.shape)}"
+        )
     out = np.zeros_like(images)
     h, w = 28 - abs(dy), 28 - abs(dx)
-    out[:, max(dy, 0):max(dy, 0) + h, max(dx, 0):max(dx, 0) + w] = \
-        images[:, max(-dy, 0):max(-dy, 0) + h, max(-dx, 0):max(-dx, 0) + w]
+    out[:, max(dy, 0) : max(dy, 0) + h, max(dx, 0) : max(dx, 0) + w] = images[
+        :, max(-dy, 0) : max(-dy, 0) + h, max(-dx, 0) : max(-dx, 0) + w
+    ]
     return out
 
 
@@ -45,7 +49,9 @@ def shard_table(images: np.ndarray, labels: np.ndarray, ids: np.ndarray):
 
     flat = np.ascontiguousarray(images, dtype=np.uint8).reshape(len(images), 784)
     pixels = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), 784)
-    return pa.table({"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.uint8()), "pixels": pixels})
+    return pa.table(
+        {"id": pa.array(ids, pa.int64()), "label": pa.array(labels, pa.uint8()), "pixels": pixels}
+    )
 
 
 def _shard_name(i: int) -> str:
@@ -63,7 +69,8 @@ def _complete(folder: Path) -> bool:
     try:
         rows = json.loads(manifest.read_text())["rows"]
         return sorted(rows) == sorted(map(_shard_name, range(len(SHIFTS)))) and all(
-            pq.ParquetFile(folder / name).metadata.num_rows == n for name, n in rows.items())
+            pq.ParquetFile(folder / name).metadata.num_rows == n for name, n in rows.items()
+        )
     except (OSError, ValueError, KeyError):  # a missing or truncated shard
         return False
 
@@ -74,7 +81,10 @@ def _build(folder: Path) -> None:
     from helpers.data.mnist import load_mnist
 
     data = load_mnist()
-    images, labels = np.concatenate([data.x_train, data.x_test]), np.concatenate([data.y_train, data.y_test])
+    images, labels = (
+        np.concatenate([data.x_train, data.x_test]),
+        np.concatenate([data.y_train, data.y_test]),
+    )
     rows = {}
     for i, (dy, dx) in enumerate(SHIFTS):
         table = shard_table(shift_images(images, dy, dx), labels, row_id(i, np.arange(IMAGES)))
@@ -95,10 +105,16 @@ def shard_paths(folder: Path) -> list[Path]:
 def ray_folders() -> dict[str, Path]:
     """Ray's ``RAY_TMPDIR``, ``temp`` (one ``session_*`` folder, with logs, per cluster) and ``spill`` folders."""
     root = cache_dir("ray")
-    folders = {"RAY_TMPDIR": root, "temp": cache_dir("ray", "ray"), "spill": cache_dir("ray", "spill")}
+    folders = {
+        "RAY_TMPDIR": root,
+        "temp": cache_dir("ray", "ray"),
+        "spill": cache_dir("ray", "spill"),
+    }
     if len(str(folders["temp"])) > 50:
-        raise ValueError(f"Ray's temp folder {folders['temp']} is too long for its socket paths; set "
-                         "ONNX_PDF_CACHE to a shorter folder")
+        raise ValueError(
+            f"Ray's temp folder {folders['temp']} is too long for its socket paths; set "
+            "ONNX_PDF_CACHE to a shorter folder"
+        )
     return folders
 
 
@@ -134,8 +150,10 @@ def ray_processes() -> list:
         if proc.pid == os.getpid() or proc.info["status"] == psutil.STATUS_ZOMBIE:
             continue
         try:
-            ours = temp in " ".join(proc.info["cmdline"] or []) or \
-                proc.environ().get("RAY_AUTH_TOKEN_PATH") == token
+            ours = (
+                temp in " ".join(proc.info["cmdline"] or [])
+                or proc.environ().get("RAY_AUTH_TOKEN_PATH") == token
+            )
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
         if ours:

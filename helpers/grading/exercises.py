@@ -1,4 +1,5 @@
 """Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,8 +9,18 @@ from helpers.grading.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex0
 from helpers.grading.checks._common import Wrong
 
 # notebook number -> its checks module, whose ``CHECKS`` maps exercise ids to checkers
-CHECK_MODULES = {"00": ex00, "01": ex01, "02": ex02, "03": ex03, "04": ex04, "05": ex05, "06": ex06, "07": ex07,
-                 "08": ex08, "09": ex09}
+CHECK_MODULES = {
+    "00": ex00,
+    "01": ex01,
+    "02": ex02,
+    "03": ex03,
+    "04": ex04,
+    "05": ex05,
+    "06": ex06,
+    "07": ex07,
+    "08": ex08,
+    "09": ex09,
+}
 
 
 @dataclass
@@ -35,7 +46,11 @@ class Feedback:
 
 def all_exercises() -> dict[str, Callable[[Any], list[str] | str | None]]:
     """Every exercise id of the series -> its checker."""
-    return {exercise: checker for module in CHECK_MODULES.values() for exercise, checker in module.CHECKS.items()}
+    return {
+        exercise: checker
+        for module in CHECK_MODULES.values()
+        for exercise, checker in module.CHECKS.items()
+    }
 
 
 def check(exercise_id: str, answer: Any) -> Feedback:

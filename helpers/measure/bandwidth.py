@@ -1,4 +1,5 @@
 """Memory read bandwidth measured the way the engines read: ONNX Runtime one-row MatMuls (notebooks 07, 08)."""
+
 from __future__ import annotations
 
 import glob
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROWS = 2048               # K: a hidden size of the order of a small LLM's
+ROWS = 2048  # K: a hidden size of the order of a small LLM's
 MIN_WEIGHT_BYTES = 2**28  # 256 MiB at least, whatever the cache
 
 
@@ -41,9 +42,13 @@ def matmul_model(rows: int, cols: int):
     from onnx import TensorProto, helper, numpy_helper
 
     weight = numpy_helper.from_array(np.full((rows, cols), 0.5, dtype=np.float32), "W")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "one_row_matmul",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cols])], [weight])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "one_row_matmul",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cols])],
+        [weight],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
 
 
@@ -71,36 +76,55 @@ def read_bandwidth(threads: int, repeat: int = 5) -> dict:
     for count in range(1, threads + 1):
         session = engine_session(model_bytes, count)
         seconds = []
-        for i in range(repeat + 1):  # the first run is a warm-up (weights prepacked, threads started)
+        for i in range(
+            repeat + 1
+        ):  # the first run is a warm-up (weights prepacked, threads started)
             start = time.perf_counter()
             (y,) = session.run(None, {"x": x})
             if i:
                 seconds.append(time.perf_counter() - start)
         if y.shape != (1, cols) or not np.allclose(y[0, :4], 0.5 * rows):
-            raise RuntimeError(f"the probe's MatMul gave a wrong result: shape {y.shape}, first values {y[0, :4]}")
+            raise RuntimeError(
+                f"the probe's MatMul gave a wrong result: shape {y.shape}, first values {y[0, :4]}"
+            )
         best[count] = weight_bytes / min(seconds) / 1e9
         del session
     best_threads = max(best, key=best.get)
-    return {"probe": f"onnxruntime MatMul [1, {rows}] x [{rows}, {cols}] fp32", "threads": threads,
-            "weight_bytes": weight_bytes, "llc_bytes": llc, "read_gb_s": best[best_threads],
-            "best_threads": best_threads, "by_threads": best}
+    return {
+        "probe": f"onnxruntime MatMul [1, {rows}] x [{rows}, {cols}] fp32",
+        "threads": threads,
+        "weight_bytes": weight_bytes,
+        "llc_bytes": llc,
+        "read_gb_s": best[best_threads],
+        "best_threads": best_threads,
+        "by_threads": best,
+    }
 
 
 def best_of(*readings: dict) -> dict:
     """Several :func:`read_bandwidth` results merged: the best GB/s per thread count, each reading kept in order."""
     if not readings or len({(r["threads"], r["weight_bytes"]) for r in readings}) != 1:
-        raise ValueError("expected one or more readings with the same threads and weight size, got "
-                         f"{[(r.get('threads'), r.get('weight_bytes')) for r in readings]}")
+        raise ValueError(
+            "expected one or more readings with the same threads and weight size, got "
+            f"{[(r.get('threads'), r.get('weight_bytes')) for r in readings]}"
+        )
     by_threads = {n: max(r["by_threads"][n] for r in readings) for n in readings[0]["by_threads"]}
     best_threads = max(by_threads, key=by_threads.get)
-    return dict(readings[0], read_gb_s=by_threads[best_threads], best_threads=best_threads, by_threads=by_threads,
-                readings=[r["read_gb_s"] for r in readings])
+    return dict(
+        readings[0],
+        read_gb_s=by_threads[best_threads],
+        best_threads=best_threads,
+        by_threads=by_threads,
+        readings=[r["read_gb_s"] for r in readings],
+    )
 
 
 def numpy_sum_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> float:
     """The trap: GB/s of ``readers`` threads summing float32 arrays, limited by the additions, not by memory."""
     if readers < 1 or mib_per_reader < 1 or repeat < 1:
-        raise ValueError(f"expected readers, mib_per_reader and repeat >= 1, got {readers}, {mib_per_reader}, {repeat}")
+        raise ValueError(
+            f"expected readers, mib_per_reader and repeat >= 1, got {readers}, {mib_per_reader}, {repeat}"
+        )
     arrays = [np.ones(mib_per_reader * 2**20 // 4, dtype=np.float32) for _ in range(readers)]
     samples = []
     with ThreadPoolExecutor(readers) as pool:
@@ -118,4 +142,3 @@ def numpy_sum_gb_s(readers: int, mib_per_reader: int = 256, repeat: int = 5) -> 
                 seconds = max(end for _, end in spans) - min(start for start, _ in spans)
                 samples.append(sum(a.nbytes for a in arrays) / seconds / 1e9)
     return float(max(samples))
-

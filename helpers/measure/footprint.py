@@ -1,4 +1,5 @@
 """What an environment costs: a cached bare inference venv, installed sizes, import times (notebook 03)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,23 +37,40 @@ def run_python(python: Path | str, args: list[str], **kwargs) -> subprocess.Comp
 def bare_env_key(requirements: Path = INFERENCE_REQUIREMENTS) -> str:
     """12 hex digits identifying the requirements text and the base interpreter the venv is built on."""
     base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
-    return hashlib.sha256(f"{Path(requirements).read_text()}\n{sys.version}\n{base}".encode()).hexdigest()[:12]
+    return hashlib.sha256(
+        f"{Path(requirements).read_text()}\n{sys.version}\n{base}".encode()
+    ).hexdigest()[:12]
 
 
 def bare_env(requirements: Path = INFERENCE_REQUIREMENTS, log=print) -> Path:
     """Folder of the cached bare inference venv, building it first if needed (about 20 s, ~160 MB)."""
+
     def build(folder: Path) -> None:
         log(f"building the bare inference environment from {Path(requirements).name} ...")
-        venv.EnvBuilder(with_pip=False, clear=True).create(folder)  # no pip inside: only what we install
-        pip = [sys.executable, "-m", "pip", "--python", str(python_of(folder)), "--disable-pip-version-check"]
+        venv.EnvBuilder(with_pip=False, clear=True).create(
+            folder
+        )  # no pip inside: only what we install
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python_of(folder)),
+            "--disable-pip-version-check",
+        ]
         for step in (["install", "--no-deps", "--quiet", "-r", str(requirements)], ["check"]):
             result = run_python(pip[0], [*pip[1:], *step])
             if result.returncode != 0:
-                raise RuntimeError(f"`pip {' '.join(step)}` failed for the bare environment:\n{result.stdout}\n"
-                                   f"{result.stderr}")
+                raise RuntimeError(
+                    f"`pip {' '.join(step)}` failed for the bare environment:\n{result.stdout}\n"
+                    f"{result.stderr}"
+                )
 
-    return cached_dir(cache_dir() / f"venv-inference-{bare_env_key(requirements)}", build,
-                      ready=lambda folder: python_of(folder).exists())
+    return cached_dir(
+        cache_dir() / f"venv-inference-{bare_env_key(requirements)}",
+        build,
+        ready=lambda folder: python_of(folder).exists(),
+    )
 
 
 def site_packages(env_dir: Path) -> Path:
@@ -62,7 +80,10 @@ def site_packages(env_dir: Path) -> Path:
 
 def installed(env_dir: Path) -> dict[str, str]:
     """{distribution name (lower case): version} of every package installed in the venv at ``env_dir``."""
-    return {d.metadata["Name"].lower(): d.version for d in metadata.distributions(path=[str(site_packages(env_dir))])}
+    return {
+        d.metadata["Name"].lower(): d.version
+        for d in metadata.distributions(path=[str(site_packages(env_dir))])
+    }
 
 
 def closure_size(names: list[str]) -> int:
@@ -88,10 +109,14 @@ def closure_size(names: list[str]) -> int:
 
 def import_seconds(python: Path | str, module: str, repeat: int = 3) -> float:
     """Median seconds of ``import module`` in fresh processes after a discarded warm-up (``repeat`` scaled)."""
-    code = f"import time; t0 = time.perf_counter(); import {module}; print(time.perf_counter() - t0)"
+    code = (
+        f"import time; t0 = time.perf_counter(); import {module}; print(time.perf_counter() - t0)"
+    )
     samples = []
     for _ in range(1 + max(1, round(repeat * bench_scale()))):
-        result = run_python(python, ["-I", "-c", code], env=clean_environ() | {"TF_CPP_MIN_LOG_LEVEL": "2"})
+        result = run_python(
+            python, ["-I", "-c", code], env=clean_environ() | {"TF_CPP_MIN_LOG_LEVEL": "2"}
+        )
         if result.returncode != 0:
             raise RuntimeError(f"`import {module}` failed in {python}:\n{result.stderr[-2000:]}")
         samples.append(float(result.stdout.strip().splitlines()[-1]))
@@ -101,8 +126,18 @@ def import_seconds(python: Path | str, module: str, repeat: int = 3) -> float:
 def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
     """{stack: (installed MB, median import seconds)}: the bare venv against torch and tensorflow here."""
     site = site_packages(env_dir)
-    bare_bytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink())
+    bare_bytes = sum(
+        f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink()
+    )
     here = sys.executable
-    return {"onnxruntime + numpy (bare env)": (bare_bytes / 1e6, import_seconds(python_of(env_dir), "onnxruntime")),
-            "torch + torchvision": (closure_size(["torch", "torchvision"]) / 1e6, import_seconds(here, "torch")),
-            "tensorflow": (closure_size(["tensorflow"]) / 1e6, import_seconds(here, "tensorflow"))}
+    return {
+        "onnxruntime + numpy (bare env)": (
+            bare_bytes / 1e6,
+            import_seconds(python_of(env_dir), "onnxruntime"),
+        ),
+        "torch + torchvision": (
+            closure_size(["torch", "torchvision"]) / 1e6,
+            import_seconds(here, "torch"),
+        ),
+        "tensorflow": (closure_size(["tensorflow"]) / 1e6, import_seconds(here, "tensorflow")),
+    }

@@ -1,4 +1,5 @@
 """What a reader needs to interpret a number: the CPU, its flags, and the package versions."""
+
 from __future__ import annotations
 
 import os
@@ -24,12 +25,30 @@ def cpu_description() -> dict:
                 flags = set(value.split())
             elif key in ("vendor_id", "cpu family", "model", "stepping") and key not in ids:
                 ids[key] = value
-    interesting = ["sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
-                   "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8"]
-    return {"model": model, "vendor": ids.get("vendor_id"), "family": ids.get("cpu family"),
-            "model_number": ids.get("model"), "stepping": ids.get("stepping"),
-            "logical_cores": os.cpu_count(), "machine": platform.machine(),
-            "flags": [f for f in interesting if f in flags]}
+    interesting = [
+        "sse4_2",
+        "avx",
+        "avx2",
+        "fma",
+        "f16c",
+        "avx512f",
+        "avx512bw",
+        "avx512vl",
+        "avx512_vnni",
+        "avx_vnni",
+        "avx512_bf16",
+        "amx_int8",
+    ]
+    return {
+        "model": model,
+        "vendor": ids.get("vendor_id"),
+        "family": ids.get("cpu family"),
+        "model_number": ids.get("model"),
+        "stepping": ids.get("stepping"),
+        "logical_cores": os.cpu_count(),
+        "machine": platform.machine(),
+        "flags": [f for f in interesting if f in flags],
+    }
 
 
 def package_versions(names: Iterable[str]) -> dict:
@@ -38,10 +57,17 @@ def package_versions(names: Iterable[str]) -> dict:
     return {name: installed.get(canonicalize_name(name)) for name in names}
 
 
-def machine_report(packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None) -> dict:
+def machine_report(
+    packages: Iterable[str] = ("numpy", "onnx", "onnxruntime"), threads: int | None = None
+) -> dict:
     """Everything a reader needs to interpret a timing: CPU, flags, threads, Python and packages."""
-    return {"cpu": cpu_description(), "threads": threads, "python": platform.python_version(),
-            "os": platform.platform(), "packages": package_versions(packages)}
+    return {
+        "cpu": cpu_description(),
+        "threads": threads,
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "packages": package_versions(packages),
+    }
 
 
 def tested_versions() -> dict:
@@ -68,9 +94,16 @@ def show_versions(*names: str) -> dict:
     tested, found = tested_versions(), package_versions(names)
     for name in names:
         want = tested.get(canonicalize_name(name))
-        mark = "" if want is None or found[name] == want else "   <- differs from the tested version"
-        print(f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}")
+        mark = (
+            "" if want is None or found[name] == want else "   <- differs from the tested version"
+        )
+        print(
+            f"{name:<20} found {found[name] or 'not installed':<12} tested {want or '-':<10}{mark}"
+        )
         if mark:
-            warnings.warn(f"{name} {found[name]} is installed; the series was tested with {want} "
-                          f"(`pip install -r requirements.txt` restores it)", stacklevel=2)
+            warnings.warn(
+                f"{name} {found[name]} is installed; the series was tested with {want} "
+                f"(`pip install -r requirements.txt` restores it)",
+                stacklevel=2,
+            )
     return found

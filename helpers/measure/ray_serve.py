@@ -1,5 +1,6 @@
 """Plumbing for notebook 09's *Serving* part (Ray Serve): what a request must hold, a bounded load test on
 127.0.0.1, and the Ray processes a run started. The Serve calls themselves are written out in the notebook."""
+
 from __future__ import annotations
 
 import http.client
@@ -11,7 +12,7 @@ import time
 
 import numpy as np
 
-MAX_BODY = 64 * 1024      # bytes; one digit's JSON is about 3 kB
+MAX_BODY = 64 * 1024  # bytes; one digit's JSON is about 3 kB
 EXPECTED = 'a JSON object {"pixels": 28 rows of 28 integers 0..255}'
 LOOPBACK = "127.0.0.1"
 
@@ -25,7 +26,9 @@ class BadRequest(ValueError):
 
 
 def _too_large(size: int) -> BadRequest:
-    return BadRequest(413, f"expected a body of at most {MAX_BODY:,} bytes ({EXPECTED}), got {size:,} bytes")
+    return BadRequest(
+        413, f"expected a body of at most {MAX_BODY:,} bytes ({EXPECTED}), got {size:,} bytes"
+    )
 
 
 async def read_body(request, limit: int = MAX_BODY) -> bytes:
@@ -56,27 +59,46 @@ def digit_from_json(body: bytes) -> np.ndarray:
         raise _too_large(len(body))
     try:
         data = json.loads(body)
-    except ValueError as error:                     # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise BadRequest(400, f"expected {EXPECTED}, got a body that is not JSON ({error})") from None
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise BadRequest(
+            400, f"expected {EXPECTED}, got a body that is not JSON ({error})"
+        ) from None
     if not isinstance(data, dict) or "pixels" not in data:
-        got = f"an object with keys {sorted(data)}" if isinstance(data, dict) else f"a JSON {type(data).__name__}"
+        got = (
+            f"an object with keys {sorted(data)}"
+            if isinstance(data, dict)
+            else f"a JSON {type(data).__name__}"
+        )
         raise BadRequest(422, f"expected {EXPECTED}, got {got}")
     pixels = data["pixels"]
-    if not (isinstance(pixels, list) and len(pixels) == 28
-            and all(isinstance(row, list) and len(row) == 28 for row in pixels)):
-        raise BadRequest(422, f"expected pixels of shape [28, 28] (28 rows of 28 integers 0..255), "
-                              f"got {_describe(pixels)}")
+    if not (
+        isinstance(pixels, list)
+        and len(pixels) == 28
+        and all(isinstance(row, list) and len(row) == 28 for row in pixels)
+    ):
+        raise BadRequest(
+            422,
+            f"expected pixels of shape [28, 28] (28 rows of 28 integers 0..255), "
+            f"got {_describe(pixels)}",
+        )
     bad = next((v for row in pixels for v in row if type(v) is not int or not 0 <= v <= 255), None)
     if bad is not None:
-        raise BadRequest(422, f"expected pixels as integers 0..255 (uint8, as MNIST stores them), got "
-                              f"{json.dumps(bad)} (a JSON {type(bad).__name__})")
+        raise BadRequest(
+            422,
+            f"expected pixels as integers 0..255 (uint8, as MNIST stores them), got "
+            f"{json.dumps(bad)} (a JSON {type(bad).__name__})",
+        )
     return np.array(pixels, dtype=np.uint8).reshape(1, 28, 28)
 
 
-def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_seconds: float = 60.0) -> dict:
+def load_test(
+    port: int, path: str, bodies: list[bytes], clients: int = 16, max_seconds: float = 60.0
+) -> dict:
     """Each body POSTed once to 127.0.0.1 from ``clients`` threads, stopping itself at ``max_seconds``."""
     if not 1 <= clients <= 64 or not 0 < max_seconds <= 120:
-        raise ValueError(f"expected 1..64 clients and 0..120 s, got {clients} clients and {max_seconds} s")
+        raise ValueError(
+            f"expected 1..64 clients and 0..120 s, got {clients} clients and {max_seconds} s"
+        )
     status, answer, latency = [None] * len(bodies), [None] * len(bodies), [None] * len(bodies)
     lock, todo = threading.Lock(), iter(range(len(bodies)))
     deadline = time.monotonic() + max_seconds
@@ -91,14 +113,23 @@ def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_
                     return
                 start = time.perf_counter()
                 try:
-                    connection.request("POST", path, bodies[i], {"Content-Type": "application/json"})
+                    connection.request(
+                        "POST", path, bodies[i], {"Content-Type": "application/json"}
+                    )
                     response = connection.getresponse()
                     text = response.read()
-                except (OSError, http.client.HTTPException) as error:   # counted as unanswered, reported
+                except (
+                    OSError,
+                    http.client.HTTPException,
+                ) as error:  # counted as unanswered, reported
                     answer[i] = f"{type(error).__name__}: {error}"
                     connection.close()
                     continue
-                latency[i], status[i], answer[i] = time.perf_counter() - start, response.status, text
+                latency[i], status[i], answer[i] = (
+                    time.perf_counter() - start,
+                    response.status,
+                    text,
+                )
         finally:
             connection.close()
 
@@ -108,7 +139,12 @@ def load_test(port: int, path: str, bodies: list[bytes], clients: int = 16, max_
         thread.start()
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()) + 5)
-    return {"status": status, "answer": answer, "latency_s": latency, "seconds": time.perf_counter() - start}
+    return {
+        "status": status,
+        "answer": answer,
+        "latency_s": latency,
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def free_port() -> int:
@@ -137,7 +173,11 @@ def listening_sockets(processes: list) -> list[tuple[str, str, int]]:
         try:
             name, scripts = p.name(), [a for a in p.cmdline() if a.endswith(".py")]
             label = os.path.basename(scripts[0]) if name.startswith("python") and scripts else name
-            found |= {(label, c.laddr.ip, c.laddr.port) for c in p.net_connections("tcp") if c.status == "LISTEN"}
+            found |= {
+                (label, c.laddr.ip, c.laddr.port)
+                for c in p.net_connections("tcp")
+                if c.status == "LISTEN"
+            }
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return sorted(found)

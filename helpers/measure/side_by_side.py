@@ -1,4 +1,5 @@
 """Notebook 06's interleaved timing and its results file ``artifacts/benchmarks.json``."""
+
 from __future__ import annotations
 
 import json
@@ -17,32 +18,70 @@ NOTEBOOK = "06_benchmark_runtimes.ipynb"
 
 def _object(optional: dict | None = None, **required) -> dict:
     """A JSON-schema object of the ``required`` properties (keyword arguments), and the ``optional`` ones."""
-    return {"type": "object", "required": list(required), "properties": {**required, **(optional or {})}}
+    return {
+        "type": "object",
+        "required": list(required),
+        "properties": {**required, **(optional or {})},
+    }
 
 
 _POSITIVE = {"type": "number", "exclusiveMinimum": 0}
 _STRING = {"type": "string"}
 _LATENCY = _object(p50=_POSITIVE, p90=_POSITIVE, optional={"n": {"type": "integer", "minimum": 1}})
-RESULTS_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", **_object(
-    schema={"const": SCHEMA},
-    machine=_object(cpu=_object(model={"type": "string", "minLength": 1}, flags={"type": "array", "items": _STRING}),
-                    threads={"type": "integer", "minimum": 1}, packages=_object(onnxruntime=_STRING)),
-    batch_sizes={"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
-    variants={"type": "array", "minItems": 1, "items": _object(
-        name=_STRING, model=_STRING, runtime={"enum": ["onnxruntime", "pytorch", "keras"]}, precision=_STRING,
-        size_bytes={"type": "integer", "minimum": 1}, accuracy={"type": "number", "minimum": 0, "maximum": 1},
-        latency_us={"type": "object", "additionalProperties": _LATENCY})},
-    optional={"targets": {"type": "array", "items": _object(description=_STRING, variant=_STRING, reference=_STRING,
-                                                            batch_size={"type": "integer"}, max_ratio=_POSITIVE)}})}
+RESULTS_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    **_object(
+        schema={"const": SCHEMA},
+        machine=_object(
+            cpu=_object(
+                model={"type": "string", "minLength": 1}, flags={"type": "array", "items": _STRING}
+            ),
+            threads={"type": "integer", "minimum": 1},
+            packages=_object(onnxruntime=_STRING),
+        ),
+        batch_sizes={"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1}},
+        variants={
+            "type": "array",
+            "minItems": 1,
+            "items": _object(
+                name=_STRING,
+                model=_STRING,
+                runtime={"enum": ["onnxruntime", "pytorch", "keras"]},
+                precision=_STRING,
+                size_bytes={"type": "integer", "minimum": 1},
+                accuracy={"type": "number", "minimum": 0, "maximum": 1},
+                latency_us={"type": "object", "additionalProperties": _LATENCY},
+            ),
+        },
+        optional={
+            "targets": {
+                "type": "array",
+                "items": _object(
+                    description=_STRING,
+                    variant=_STRING,
+                    reference=_STRING,
+                    batch_size={"type": "integer"},
+                    max_ratio=_POSITIVE,
+                ),
+            }
+        },
+    ),
+}
 
 
 class BenchmarkFormatError(ValueError):
     """A results dictionary or file does not follow ``RESULTS_SCHEMA``."""
 
 
-def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]], *,
-                      min_time_s: float = 0.5, rounds: int = 5, warmup: int = 5, pause_s: float = 0.005,
-                      seed: int = 0) -> dict[str, dict[str, dict]]:
+def time_side_by_side(
+    candidates: Mapping[str, tuple[Callable[[Any], Any], Mapping[int, Any]]],
+    *,
+    min_time_s: float = 0.5,
+    rounds: int = 5,
+    warmup: int = 5,
+    pause_s: float = 0.005,
+    seed: int = 0,
+) -> dict[str, dict[str, dict]]:
     """Time ``{name: (predict, {batch_size: x})}`` in seeded shuffled rounds; ``{name: {"1": stats, ...}}``."""
     import random
     import time
@@ -52,7 +91,11 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     slice_s = min_time_s * bench_scale() / rounds
-    runs = {(name, b): (predict, x) for name, (predict, inputs) in candidates.items() for b, x in inputs.items()}
+    runs = {
+        (name, b): (predict, x)
+        for name, (predict, inputs) in candidates.items()
+        for b, x in inputs.items()
+    }
     samples: dict[tuple, list[list[float]]] = {pair: [] for pair in runs}
     for predict, x in runs.values():
         for _ in range(warmup):
@@ -67,8 +110,12 @@ def time_side_by_side(candidates: Mapping[str, tuple[Callable[[Any], Any], Mappi
     out: dict[str, dict[str, dict]] = {name: {} for name in candidates}
     for (name, b), per_round in samples.items():
         every = np.concatenate(per_round)
-        out[name][str(int(b))] = {"p50": float(np.median(every)), "p90": float(np.percentile(every, 90)),
-                                  "n": int(every.size), "round_p50": [float(np.median(r)) for r in per_round]}
+        out[name][str(int(b))] = {
+            "p50": float(np.median(every)),
+            "p90": float(np.percentile(every, 90)),
+            "n": int(every.size),
+            "round_p50": [float(np.median(r)) for r in per_round],
+        }
     return out
 
 
@@ -82,26 +129,44 @@ def validate_results(results: Any) -> dict:
     """Check ``results`` against ``RESULTS_SCHEMA`` and its cross-references; raise BenchmarkFormatError saying where."""
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(RESULTS_SCHEMA).iter_errors(results))
+    error = jsonschema.exceptions.best_match(
+        jsonschema.Draft202012Validator(RESULTS_SCHEMA).iter_errors(results)
+    )
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "benchmarks"
         raise BenchmarkFormatError(f"{where}: {error.message}")
     names = [v["name"] for v in results["variants"]]
-    problems = [f"duplicate variant name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    problems = [
+        f"duplicate variant name {n!r}" for n in sorted({n for n in names if names.count(n) > 1})
+    ]
     for i, v in enumerate(results["variants"]):
         missing = [b for b in results["batch_sizes"] if str(b) not in v["latency_us"]]
-        problems += [f"variants/{i}/latency_us: no timing for batch size {missing}"] if missing else []
+        problems += (
+            [f"variants/{i}/latency_us: no timing for batch size {missing}"] if missing else []
+        )
     for i, t in enumerate(results.get("targets", [])):
-        problems += [f"targets/{i}/{k}: no variant named {t[k]!r}" for k in ("variant", "reference") if t[k] not in names]
+        problems += [
+            f"targets/{i}/{k}: no variant named {t[k]!r}"
+            for k in ("variant", "reference")
+            if t[k] not in names
+        ]
         if t["batch_size"] not in results["batch_sizes"]:
-            problems.append(f"targets/{i}/batch_size: {t['batch_size']} is not one of {results['batch_sizes']}")
+            problems.append(
+                f"targets/{i}/batch_size: {t['batch_size']} is not one of {results['batch_sizes']}"
+            )
     if problems:
         raise BenchmarkFormatError("; ".join(problems))
     return results
 
 
-def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence[int], threads: int,
-                settings: Mapping[str, Any], packages: Mapping[str, str] | None = None) -> dict:
+def new_results(
+    variants: list[dict],
+    targets: list[dict],
+    batch_sizes: Sequence[int],
+    threads: int,
+    settings: Mapping[str, Any],
+    packages: Mapping[str, str] | None = None,
+) -> dict:
     """The results document; ``packages``: versions measured in another process (Keras'), added."""
     import time
 
@@ -109,8 +174,15 @@ def new_results(variants: list[dict], targets: list[dict], batch_sizes: Sequence
 
     machine = machine_report(["numpy", "onnx", "onnxruntime", "torch"], threads=threads)
     machine["packages"].update(packages or {})
-    return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine,
-            "settings": dict(settings), "batch_sizes": list(batch_sizes), "variants": variants, "targets": targets}
+    return {
+        "schema": SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "machine": machine,
+        "settings": dict(settings),
+        "batch_sizes": list(batch_sizes),
+        "variants": variants,
+        "targets": targets,
+    }
 
 
 def write_results(results: dict, path: str | os.PathLike | None = None) -> Path:
@@ -126,11 +198,15 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
     """Read and validate a results file; errors name the file and what is wrong."""
     path = Path(path) if path is not None else artifacts_dir() / RESULTS_FILE
     if not path.is_file():
-        raise FileNotFoundError(f"no benchmark results at {path}; run notebook {NOTEBOOK} "
-                                "(or `python -m helpers.benchmark`) first")
+        raise FileNotFoundError(
+            f"no benchmark results at {path}; run notebook {NOTEBOOK} "
+            "(or `python -m helpers.benchmark`) first"
+        )
     try:
         return validate_results(json.loads(path.read_text()))
     except json.JSONDecodeError as err:
-        raise BenchmarkFormatError(f"{path} is not valid JSON ({err}); was the run interrupted?") from err
+        raise BenchmarkFormatError(
+            f"{path} is not valid JSON ({err}); was the run interrupted?"
+        ) from err
     except BenchmarkFormatError as err:
         raise BenchmarkFormatError(f"{path}: {err}") from None

@@ -1,4 +1,5 @@
 """The one timing loop of the series; timings are reported (medians, p90), never asserted."""
+
 from __future__ import annotations
 
 import os
@@ -23,14 +24,26 @@ def time_calls(fn: Callable[[], object], calls: int = 0, seconds: float = 0.0) -
     return samples
 
 
-def measure(fn: Callable[[], object], repeat: int | None = None, warmup: int = 3,
-            min_time_s: float | None = None) -> dict:
+def measure(
+    fn: Callable[[], object],
+    repeat: int | None = None,
+    warmup: int = 3,
+    min_time_s: float | None = None,
+) -> dict:
     """After ``warmup`` calls, ``repeat`` timed calls (else ``min_time_s``, default 1 s, and at least 10), scaled."""
     for _ in range(warmup):
         fn()
     if repeat is not None:
         us = np.asarray(time_calls(fn, calls=max(3, int(repeat * bench_scale()))))
     else:
-        us = np.asarray(time_calls(fn, calls=10, seconds=(1.0 if min_time_s is None else min_time_s) * bench_scale()))
-    return {"p50_us": float(np.median(us)), "p90_us": float(np.percentile(us, 90)),
-            "mean_us": float(us.mean()), "n": int(len(us))}
+        us = np.asarray(
+            time_calls(
+                fn, calls=10, seconds=(1.0 if min_time_s is None else min_time_s) * bench_scale()
+            )
+        )
+    return {
+        "p50_us": float(np.median(us)),
+        "p90_us": float(np.percentile(us, 90)),
+        "mean_us": float(us.mean()),
+        "n": int(len(us)),
+    }

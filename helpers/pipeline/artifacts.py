@@ -5,6 +5,7 @@ that do not load yet, under a lock (``artifacts/.build.lock``), so parallel runs
 ``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
 ``built_artifact``, which never trains: it names the notebook to run instead.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,8 +40,12 @@ def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 36
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)  # a missing notebook: FileNotFoundError naming it
-    client = nbclient.NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
-                                     resources={"metadata": {"path": str(path.parent)}})
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=kernel_name,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     t0 = time.perf_counter()
     client.execute()
     return nb, time.perf_counter() - t0
@@ -53,9 +58,12 @@ def run_notebook(name: str, timeout: int = 3600) -> None:
     print(f"running {name} to rebuild what it writes ...", flush=True)
     try:
         _, seconds = execute_notebook(NOTEBOOKS / name, timeout=timeout)
-    except nbclient.exceptions.CellExecutionError as err:  # its message holds the failing cell and traceback
-        raise RuntimeError(f"{name} failed while rebuilding what it writes (open it and run it to fix "
-                           f"it):\n{err}") from err
+    except (
+        nbclient.exceptions.CellExecutionError
+    ) as err:  # its message holds the failing cell and traceback
+        raise RuntimeError(
+            f"{name} failed while rebuilding what it writes (open it and run it to fix it):\n{err}"
+        ) from err
     print(f"... {name} finished in {seconds:.0f} s", flush=True)
 
 
@@ -68,15 +76,19 @@ def loads(path: Path) -> str | None:
     try:
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types for a file it cannot load
-        return f"ONNX Runtime cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        return (
+            f"ONNX Runtime cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        )
     return None
 
 
 def _producer(filename: str) -> str:
     made = producers()
     if filename not in made:
-        raise LookupError(f"no notebook is registered to produce {filename} in notebooks/{META} "
-                          f"(known: {sorted(made)})")
+        raise LookupError(
+            f"no notebook is registered to produce {filename} in notebooks/{META} "
+            f"(known: {sorted(made)})"
+        )
     return made[filename]
 
 
@@ -85,7 +97,9 @@ def built_artifact(filename: str) -> Path:
     path, producer = artifacts_dir() / filename, _producer(filename)
     problem = loads(path)
     if problem is not None:
-        raise FileNotFoundError(f"{path}: {problem}. Run notebooks/{producer} (or `make artifacts`) first.")
+        raise FileNotFoundError(
+            f"{path}: {problem}. Run notebooks/{producer} (or `make artifacts`) first."
+        )
     return path
 
 
@@ -93,7 +107,12 @@ def _with_inputs(filenames: list[str]) -> list[str]:
     """``filenames`` preceded by what their notebooks read (recursively), each once, in build order."""
     made, meta, order = producers(), series_meta(), []
     for name in filenames:
-        reads = [f for pattern in meta[_producer(name)].get("reads", []) for f in made if fnmatch.fnmatch(f, pattern)]
+        reads = [
+            f
+            for pattern in meta[_producer(name)].get("reads", [])
+            for f in made
+            if fnmatch.fnmatch(f, pattern)
+        ]
         order += [f for f in _with_inputs(reads) + [name] if f not in order]
     return order
 
@@ -103,7 +122,10 @@ def build(*filenames: str) -> list[str]:
     return the notebooks run. A file another process built while this one waited for the lock is not rebuilt."""
     from filelock import FileLock
 
-    ran, held = [], os.environ.get(LOCK_HELD)  # held: an ancestor (the build running this notebook) has the lock
+    ran, held = (
+        [],
+        os.environ.get(LOCK_HELD),
+    )  # held: an ancestor (the build running this notebook) has the lock
     with contextlib.nullcontext() if held else FileLock(artifacts_dir() / ".build.lock"):
         os.environ[LOCK_HELD] = "1"
         try:
@@ -142,4 +164,6 @@ def notebook_paths(notebooks_dir: Path = NOTEBOOKS) -> list[Path]:
 if __name__ == "__main__":  # no FILE: every artifact series.json declares
     if sys.argv[1:2] != ["build"]:
         raise SystemExit("usage: python -m helpers.pipeline.artifacts build [FILE...]")
-    print(f"notebooks run: {build(*sys.argv[2:]) or 'none'}; every artifact asked for loads ({artifacts_dir()})")
+    print(
+        f"notebooks run: {build(*sys.argv[2:]) or 'none'}; every artifact asked for loads ({artifacts_dir()})"
+    )

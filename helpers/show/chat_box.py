@@ -1,4 +1,5 @@
 """Notebook 07's chat box: ipywidgets around a chat whose ``ask(text, on_text=...)`` streams the answer."""
+
 from __future__ import annotations
 
 import html
@@ -13,12 +14,16 @@ class ChatBox:
 
         self.new_chat, self.chat = new_chat, new_chat()
         self.transcript = widgets.HTML(value="<i>Ask me something.</i><br>")
-        self.question = widgets.Text(placeholder="Type a question", layout=widgets.Layout(width="60%"))
+        self.question = widgets.Text(
+            placeholder="Type a question", layout=widgets.Layout(width="60%")
+        )
         self.send_button = widgets.Button(description="Send", button_style="primary")
         new_button = widgets.Button(description="New conversation")
         self.send_button.on_click(lambda _: self.send(self.question.value))
         new_button.on_click(lambda _: self.new())
-        self.widget = widgets.VBox([self.transcript, widgets.HBox([self.question, self.send_button, new_button])])
+        self.widget = widgets.VBox(
+            [self.transcript, widgets.HBox([self.question, self.send_button, new_button])]
+        )
 
     def send(self, text: str) -> None:
         """Ask the chat, streaming the answer into the transcript; a cut answer is marked as cut."""
@@ -30,8 +35,12 @@ class ChatBox:
         before = self.transcript.value
         self.send_button.disabled = True
         try:
-            _, info = self.chat.ask(text, on_text=lambda answer: setattr(self.transcript, "value",
-                                                                          before + html.escape(answer)))
+            _, info = self.chat.ask(
+                text,
+                on_text=lambda answer: setattr(
+                    self.transcript, "value", before + html.escape(answer)
+                ),
+            )
             if info.get("cut"):
                 self.transcript.value += CUT
         except ValueError as err:  # a message too long for max_length: said in the box

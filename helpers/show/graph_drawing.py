@@ -1,5 +1,7 @@
 """Draw an ONNX graph in a notebook with networkx and matplotlib (notebook 00)."""
+
 from __future__ import annotations
+
 
 def onnx_to_networkx(model):
     """A ``networkx.DiGraph`` of inputs, operators and outputs, edges named by tensor (TypeError, ValueError)."""
@@ -7,18 +9,28 @@ def onnx_to_networkx(model):
     import onnx
 
     if not isinstance(model, onnx.ModelProto):
-        raise TypeError(f"expected an onnx.ModelProto (load a file with onnx.load(path) first), "
-                        f"got {type(model).__name__}")
+        raise TypeError(
+            f"expected an onnx.ModelProto (load a file with onnx.load(path) first), "
+            f"got {type(model).__name__}"
+        )
     weights = {init.name for init in model.graph.initializer}
-    made_by = {vi.name: f"input:{vi.name}" for vi in model.graph.input if vi.name not in weights}  # tensor -> writer
+    made_by = {
+        vi.name: f"input:{vi.name}" for vi in model.graph.input if vi.name not in weights
+    }  # tensor -> writer
     G = nx.DiGraph()
     G.add_nodes_from((node, {"kind": "input", "label": name}) for name, node in made_by.items())
     for index, node in enumerate(model.graph.node):
-        G.add_node(f"op:{index}", kind="op", label="\n".join([node.op_type, *(t for t in node.input if t in weights)]))
+        G.add_node(
+            f"op:{index}",
+            kind="op",
+            label="\n".join([node.op_type, *(t for t in node.input if t in weights)]),
+        )
         for tensor in (t for t in node.input if t and t not in weights):
             if tensor not in made_by:
-                raise ValueError(f"node {index} ({node.op_type}) reads {tensor!r}, which is not a graph input, "
-                                 "an initializer or the output of an earlier node")
+                raise ValueError(
+                    f"node {index} ({node.op_type}) reads {tensor!r}, which is not a graph input, "
+                    "an initializer or the output of an earlier node"
+                )
             G.add_edge(made_by[tensor], f"op:{index}", tensor=tensor)
         made_by.update({tensor: f"op:{index}" for tensor in node.output})
     for vi in model.graph.output:
@@ -35,16 +47,29 @@ def draw_onnx_graph(model, title: str | None = None):
     import networkx as nx
 
     G = onnx_to_networkx(model)
-    rows = {n: row for row, nodes in enumerate(nx.topological_generations(G)) for n in nodes}  # networkx's DAG recipe
+    rows = {
+        n: row for row, nodes in enumerate(nx.topological_generations(G)) for n in nodes
+    }  # networkx's DAG recipe
     nx.set_node_attributes(G, rows, "row")
     pos = {n: (x, -y) for n, (y, x) in nx.multipartite_layout(G, subset_key="row").items()}
     fig, ax = plt.subplots(figsize=(4.5, 1.1 * (max(rows.values()) + 1) + 0.4))
-    nx.draw_networkx_edges(G, pos, ax=ax, arrows=True, arrowstyle="-|>", min_source_margin=14, min_target_margin=14)
-    nx.draw_networkx_edge_labels(G, pos, nx.get_edge_attributes(G, "tensor"), ax=ax, font_size=7, rotate=False)
+    nx.draw_networkx_edges(
+        G, pos, ax=ax, arrows=True, arrowstyle="-|>", min_source_margin=14, min_target_margin=14
+    )
+    nx.draw_networkx_edge_labels(
+        G, pos, nx.get_edge_attributes(G, "tensor"), ax=ax, font_size=7, rotate=False
+    )
     for kind, color in {"input": "#d9f2d9", "op": "#dbe9f6", "output": "#fde2c8"}.items():
         labels = {n: label for n, label in G.nodes(data="label") if G.nodes[n]["kind"] == kind}
-        nx.draw_networkx_labels(G, pos, labels, ax=ax, font_size=8, font_family="monospace",
-                                bbox=dict(boxstyle="round", fc=color, ec="#555555"))
+        nx.draw_networkx_labels(
+            G,
+            pos,
+            labels,
+            ax=ax,
+            font_size=8,
+            font_family="monospace",
+            bbox=dict(boxstyle="round", fc=color, ec="#555555"),
+        )
     ax.set_title(title or model.graph.name, fontsize=10)
     ax.axis("off")
     plt.show()

@@ -1,4 +1,5 @@
 """Pictures the notebooks show: digit grids and bar charts (matplotlib imported inside each function)."""
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -10,12 +11,25 @@ def setup_style() -> None:
     """Plot defaults used by every notebook (the Setup cell calls this)."""
     import matplotlib.pyplot as plt
 
-    plt.rcParams.update({"figure.dpi": 90, "axes.titlesize": 10, "axes.labelsize": 9,
-                         "xtick.labelsize": 8, "ytick.labelsize": 8, "figure.autolayout": True})
+    plt.rcParams.update(
+        {
+            "figure.dpi": 90,
+            "axes.titlesize": 10,
+            "axes.labelsize": 9,
+            "xtick.labelsize": 8,
+            "ytick.labelsize": 8,
+            "figure.autolayout": True,
+        }
+    )
 
 
-def show_digits(images: np.ndarray, labels: Sequence, predictions: Sequence,
-                ncols: int = 10, title: str | None = None):
+def show_digits(
+    images: np.ndarray,
+    labels: Sequence,
+    predictions: Sequence,
+    ncols: int = 10,
+    title: str | None = None,
+):
     """Grid of 28x28 digits titled label→prediction (red if wrong)."""
     import matplotlib.pyplot as plt
 
@@ -28,15 +42,18 @@ def show_digits(images: np.ndarray, labels: Sequence, predictions: Sequence,
         if i < n:
             ax.imshow(images[i], cmap="gray_r", vmin=0, vmax=images.max() or 1)
             wrong = int(labels[i]) != int(predictions[i])
-            ax.set_title(f"{int(labels[i])}→{int(predictions[i])}", color="red" if wrong else "black")
+            ax.set_title(
+                f"{int(labels[i])}→{int(predictions[i])}", color="red" if wrong else "black"
+            )
     if title:
         fig.suptitle(title)
     plt.show()
     return fig
 
 
-def bar_chart(names: Sequence[str], values: Sequence[float], ylabel: str, title: str = "",
-              log: bool = False):
+def bar_chart(
+    names: Sequence[str], values: Sequence[float], ylabel: str, title: str = "", log: bool = False
+):
     """A bar chart with each value written on its bar; ``log`` for a logarithmic y axis."""
     import matplotlib.pyplot as plt
 

@@ -1,9 +1,9 @@
 """Pieces shared by the checkers (answer shapes, models, sessions, test digits); only the stdlib at import."""
+
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
 
 
 class Wrong(Exception):
@@ -13,7 +13,9 @@ class Wrong(Exception):
 def as_model_path(answer) -> Path:
     """The answer must be a path to an existing .onnx file."""
     if not isinstance(answer, (str, os.PathLike)):
-        raise Wrong(f"expected the path of your .onnx file (a str or Path), got {type(answer).__name__}")
+        raise Wrong(
+            f"expected the path of your .onnx file (a str or Path), got {type(answer).__name__}"
+        )
     path = Path(answer)
     if not path.is_file():
         raise Wrong(f"expected an existing .onnx file, but there is no file at {path}")
@@ -30,7 +32,9 @@ def load_model(answer):
     try:
         return onnx.load(path)
     except Exception as err:  # protobuf raises DecodeError and others for a non-ONNX file
-        raise Wrong(f"{path.name} is not a readable ONNX model: {type(err).__name__}: {err}") from err
+        raise Wrong(
+            f"{path.name} is not a readable ONNX model: {type(err).__name__}: {err}"
+        ) from err
 
 
 def require_callable(answer, signature: str):
@@ -59,7 +63,9 @@ def session(model, options=None):
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types for unloadable models
-        raise Wrong(f"expected a file ONNX Runtime can load; {name} fails: {type(err).__name__}: {err}") from err
+        raise Wrong(
+            f"expected a file ONNX Runtime can load; {name} fails: {type(err).__name__}: {err}"
+        ) from err
 
 
 def contract_input(digits_uint8):
@@ -90,8 +96,13 @@ def reference_logits(filename: str, images):
     return session(built_artifact(filename)).run(["logits"], {"image": images})[0]
 
 
-def varied_model(model, seed: int, input_name: str | None = None, output_name: str | None = None,
-                 relative_noise: float = 0.0):
+def varied_model(
+    model,
+    seed: int,
+    input_name: str | None = None,
+    output_name: str | None = None,
+    relative_noise: float = 0.0,
+):
     """A copy of ``model`` with new input/output names and every weight moved by noise (needs ``onnx``)."""
     import numpy as np
     import onnx
@@ -105,7 +116,11 @@ def varied_model(model, seed: int, input_name: str | None = None, output_name: s
             if weight.dtype.kind == "f" and weight.size > 1:
                 moved = weight + rng.normal(0, relative_noise * float(weight.std()), weight.shape)
                 tensor.CopyFrom(numpy_helper.from_array(moved.astype(weight.dtype), tensor.name))
-    renames = {old.name: new for old, new in ((graph.input[0], input_name), (graph.output[0], output_name)) if new}
+    renames = {
+        old.name: new
+        for old, new in ((graph.input[0], input_name), (graph.output[0], output_name))
+        if new
+    }
     for value in [*graph.input, *graph.output, *graph.value_info]:
         value.name = renames.get(value.name, value.name)
     for node in graph.node:
@@ -115,24 +130,37 @@ def varied_model(model, seed: int, input_name: str | None = None, output_name: s
     return copy
 
 
-def write_varied_copy(source, target, seed: int, input_name: str, output_name: str, relative_noise: float) -> Path:
+def write_varied_copy(
+    source, target, seed: int, input_name: str, output_name: str, relative_noise: float
+) -> Path:
     """``varied_model`` of ``source`` written to ``target`` by another process (``onnx`` stays out), verified."""
     import json
     import subprocess
     import sys
 
     spec = json.dumps([str(source), str(target), seed, input_name, output_name, relative_noise])
-    result = subprocess.run([sys.executable, "-m", "helpers.grading.checks._common", spec],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.grading.checks._common", spec],
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"could not build a varied copy of {source}:\n{result.stderr}")  # a checker bug
+        raise RuntimeError(
+            f"could not build a varied copy of {source}:\n{result.stderr}"
+        )  # a checker bug
     built = session(target)
-    if [i.name for i in built.get_inputs()] != [input_name] or [o.name for o in built.get_outputs()] != [output_name]:
-        raise RuntimeError(f"the varied copy of {source} does not have the names {input_name}, {output_name}")
+    if [i.name for i in built.get_inputs()] != [input_name] or [
+        o.name for o in built.get_outputs()
+    ] != [output_name]:
+        raise RuntimeError(
+            f"the varied copy of {source} does not have the names {input_name}, {output_name}"
+        )
     return Path(target)
 
 
-if __name__ == "__main__":  # python -m helpers.grading.checks._common '[source, target, seed, input, output, noise]'
+if (
+    __name__ == "__main__"
+):  # python -m helpers.grading.checks._common '[source, target, seed, input, output, noise]'
     import json
     import sys
 

@@ -1,15 +1,26 @@
 """Checks for the exercises of notebook 00 (inside an .onnx file)."""
+
 from __future__ import annotations
 
 from contextlib import ExitStack, contextmanager
 
 import numpy as np
 
-from helpers.grading.checks._common import Wrong, dims, load_model, require_callable, require_keys, session, test_images
+from helpers.grading.checks._common import (
+    Wrong,
+    dims,
+    load_model,
+    require_callable,
+    require_keys,
+    session,
+    test_images,
+)
 
 
 def given_weights():  # W and b as exercise 00.1's text gives them (W stored [out, in], PyTorch's layout)
-    return np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5, np.array([0.1, -0.2, 0.3], np.float32)
+    return np.arange(12, dtype=np.float32).reshape(3, 4) / 10 - 0.5, np.array(
+        [0.1, -0.2, 0.3], np.float32
+    )
 
 
 def _first_row(got, want) -> int:  # the first row where they differ
@@ -21,25 +32,34 @@ def _type_name(value_info) -> str:
 
     elem_type = value_info.type.tensor_type.elem_type
     return {TensorProto.FLOAT: "float32", TensorProto.DOUBLE: "float64"}.get(
-        elem_type, TensorProto.DataType.Name(elem_type) if elem_type else "no type")
+        elem_type, TensorProto.DataType.Name(elem_type) if elem_type else "no type"
+    )
 
 
 def _declared(value_info, what: str, width: int, batch=None) -> str:
     """``value_info`` must be declared float32 ``[batch, width]``, its batch a name (``batch``: that name)."""
     kind = f"{what} {value_info.name!r}"
     if _type_name(value_info) != "float32":
-        raise Wrong(f"expected the {kind} declared float32 (TensorProto.FLOAT), found {_type_name(value_info)}")
+        raise Wrong(
+            f"expected the {kind} declared float32 (TensorProto.FLOAT), found {_type_name(value_info)}"
+        )
     if not value_info.type.tensor_type.HasField("shape"):
-        raise Wrong(f"expected the {kind} declared with the shape [batch, {width}], found no shape at all")
+        raise Wrong(
+            f"expected the {kind} declared with the shape [batch, {width}], found no shape at all"
+        )
     found = dims(value_info)
     if len(found) != 2 or found[1] != width:
         raise Wrong(f"expected the {kind} of shape [batch, {width}], found {found}")
     if not isinstance(found[0], str) or not found[0]:
-        raise Wrong(f"expected the {kind} of shape [batch, {width}], its batch dimension a name (dynamic: any "
-                    f"size); found {found}")
+        raise Wrong(
+            f"expected the {kind} of shape [batch, {width}], its batch dimension a name (dynamic: any "
+            f"size); found {found}"
+        )
     if batch is not None and found[0] != batch:
-        raise Wrong(f"the {kind} declares its batch dimension {found[0]!r} and the input {batch!r}: the same "
-                    f"name says they are the same size, as in [batch, 4] -> [batch, {width}]")
+        raise Wrong(
+            f"the {kind} declares its batch dimension {found[0]!r} and the input {batch!r}: the same "
+            f"name says they are the same size, as in [batch, 4] -> [batch, {width}]"
+        )
     return found[0]
 
 
@@ -54,47 +74,81 @@ def check_classifier(answer):
     inputs = [i for i in model.graph.input if i.name not in inits]
     names = [i.name for i in inputs], [o.name for o in model.graph.output]
     if names != (["x"], ["probabilities"]):
-        raise Wrong(f"expected input 'x' and output 'probabilities', found inputs {names[0]} and outputs {names[1]}")
+        raise Wrong(
+            f"expected input 'x' and output 'probabilities', found inputs {names[0]} and outputs {names[1]}"
+        )
     batch = _declared(inputs[0], "input", 4)
     _declared(model.graph.output[0], "output", 3, batch)
     for name, init in inits.items():
         if init.data_type != onnx.TensorProto.FLOAT:
-            raise Wrong(f"the initializer {name!r} is stored as {onnx.TensorProto.DataType.Name(init.data_type)}; "
-                        "the task gives W and b as float32")
+            raise Wrong(
+                f"the initializer {name!r} is stored as {onnx.TensorProto.DataType.Name(init.data_type)}; "
+                "the task gives W and b as float32"
+            )
     ops = [n.op_type for n in model.graph.node]
     if sorted(ops) != ["Gemm", "Softmax"]:
-        raise Wrong(f"expected one Gemm (no MatMul or Add) and one Softmax for the probabilities; your nodes are {ops}")
+        raise Wrong(
+            f"expected one Gemm (no MatMul or Add) and one Softmax for the probabilities; your nodes are {ops}"
+        )
     gemm = model.graph.node[ops.index("Gemm")]
     arrays = {name: numpy_helper.to_array(init) for name, init in inits.items()}
-    B, transB = arrays.get(gemm.input[1], np.zeros(0)), {a.name: a.i for a in gemm.attribute}.get("transB", 0)
+    B, transB = (
+        arrays.get(gemm.input[1], np.zeros(0)),
+        {a.name: a.i for a in gemm.attribute}.get("transB", 0),
+    )
     if B.shape != W.shape or not transB:
-        raise Wrong(f"Gemm computes A @ B (A @ B.T with transB=1): B should be the initializer W as given, stored "
-                    f"[3, 4] ([out, in]), with transB=1; yours is {list(B.shape)} with transB={transB}")
+        raise Wrong(
+            f"Gemm computes A @ B (A @ B.T with transB=1): B should be the initializer W as given, stored "
+            f"[3, 4] ([out, in]), with transB=1; yours is {list(B.shape)} with transB={transB}"
+        )
     try:
         onnx.checker.check_model(model, full_check=True)
-    except Exception as err:  # ValidationError, InferenceError: what the checker says is the feedback
-        raise Wrong(f"onnx.checker.check_model(model, full_check=True) refuses the model: "
-                    f"{' '.join(str(err).split())[:300]}") from None
+    except (
+        Exception
+    ) as err:  # ValidationError, InferenceError: what the checker says is the feedback
+        raise Wrong(
+            f"onnx.checker.check_model(model, full_check=True) refuses the model: "
+            f"{' '.join(str(err).split())[:300]}"
+        ) from None
     if not np.allclose(B, W):
-        raise Wrong("the initializer Gemm reads as W differs from the exercise's W: store it with exactly the "
-                    "values given")
+        raise Wrong(
+            "the initializer Gemm reads as W differs from the exercise's W: store it with exactly the "
+            "values given"
+        )
     C = arrays.get(gemm.input[2]) if len(gemm.input) > 2 else None
     if C is None or C.shape != b.shape or not np.allclose(C, b):
-        raise Wrong("Gemm's third input (C) should be the initializer b with exactly the values given, shape [3]; "
-                    + ("yours has none" if C is None else f"yours has the shape {list(C.shape)}"
-                       if C.shape != b.shape else "yours has other values"))
+        raise Wrong(
+            "Gemm's third input (C) should be the initializer b with exactly the values given, shape [3]; "
+            + (
+                "yours has none"
+                if C is None
+                else f"yours has the shape {list(C.shape)}"
+                if C.shape != b.shape
+                else "yours has other values"
+            )
+        )
     x = np.random.default_rng(2026).standard_normal((6, 4)).astype(np.float32)
     for n in (1, 6):  # fresh inputs, a batch of 1 and a batch of 6
-        got, want = session(model.SerializeToString()).run(None, {"x": x[:n]})[0], softmax(x[:n] @ W.T + b)
+        got, want = (
+            session(model.SerializeToString()).run(None, {"x": x[:n]})[0],
+            softmax(x[:n] @ W.T + b),
+        )
         if got.shape == want.shape and np.allclose(got, want, rtol=1e-5, atol=1e-6):
             continue
         if not np.allclose(got.sum(axis=-1), 1, atol=1e-5):
-            raise Wrong(f"on fresh inputs (a batch of {n}), the output's rows do not each sum to 1: the Softmax "
-                        "should normalise each row's 3 scores (axis=-1, the default)")
-        raise Wrong(f"on fresh inputs (a batch of {n}), the output differs from softmax(x @ W.T + b), first in row "
-                    f"{_first_row(got, want)}")
-    return [f"input x float32 [{batch}, 4] -> output probabilities float32 [{batch}, 3]; check_model passes",
-            f"nodes {ops}, W used as stored (transB=1)", "ONNX Runtime agrees with softmax(x @ W.T + b) on fresh x"]
+            raise Wrong(
+                f"on fresh inputs (a batch of {n}), the output's rows do not each sum to 1: the Softmax "
+                "should normalise each row's 3 scores (axis=-1, the default)"
+            )
+        raise Wrong(
+            f"on fresh inputs (a batch of {n}), the output differs from softmax(x @ W.T + b), first in row "
+            f"{_first_row(got, want)}"
+        )
+    return [
+        f"input x float32 [{batch}, 4] -> output probabilities float32 [{batch}, 3]; check_model passes",
+        f"nodes {ops}, W used as stored (transB=1)",
+        "ONNX Runtime agrees with softmax(x @ W.T + b) on fresh x",
+    ]
 
 
 class _RuntimeCalled(Exception):
@@ -111,8 +165,13 @@ def _runtimes_forbidden():
     from onnxruntime.capi.onnxruntime_inference_collection import Session
 
     with ExitStack() as stack:
-        for cls, name in [(onnxruntime.InferenceSession, "__init__"), (Session, "run"),
-                          (Session, "run_with_ort_values"), (Reference, "__init__"), (Reference, "run")]:
+        for cls, name in [
+            (onnxruntime.InferenceSession, "__init__"),
+            (Session, "run"),
+            (Session, "run_with_ort_values"),
+            (Reference, "__init__"),
+            (Reference, "run"),
+        ]:
             what = "the reference evaluator" if cls is Reference else "ONNX Runtime"
             stack.enter_context(mock.patch.object(cls, name, side_effect=_RuntimeCalled(what)))
         yield
@@ -136,7 +195,9 @@ def _renamed_variant(exported, rng):
     init = next(i for i in variant.graph.initializer if i.name == gemm.input[1])
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).T.copy(), init.name))
     next(a for a in gemm.attribute if a.name == "transB").i = 0
-    del variant.graph.value_info[:]  # the exporter's shapes of the weights; shape inference finds the new ones
+    del variant.graph.value_info[
+        :
+    ]  # the exporter's shapes of the weights; shape inference finds the new ones
     return variant
 
 
@@ -144,17 +205,29 @@ def _reshaped_variant(exported, rng):
     """The MLP's five op types wired another way (Reshapes to two rows per image, transposed Gemms), weights moved."""
     from onnx import TensorProto, helper, numpy_helper
 
-    by_op = {op: [node for node in exported.graph.node if node.op_type == op] for op in ("Sub", "Div", "Gemm")}
+    by_op = {
+        op: [node for node in exported.graph.node if node.op_type == op]
+        for op in ("Sub", "Div", "Gemm")
+    }
     weights = {i.name: numpy_helper.to_array(i) for i in exported.graph.initializer}
-    (w1, b1), (w2, b2), (w3, b3) = [(weights[g.input[1]], weights[g.input[2]]) for g in by_op["Gemm"]]
+    (w1, b1), (w2, b2), (w3, b3) = [
+        (weights[g.input[1]], weights[g.input[2]]) for g in by_op["Gemm"]
+    ]
     mixing = np.eye(392, dtype=np.float32) + rng.normal(0, 0.05, (392, 392)).astype(np.float32)
     tensors = {
-        "pixel_mean": weights[by_op["Sub"][0].input[1]], "pixel_std": weights[by_op["Div"][0].input[1]],
-        "half_rows": np.array([-1, 392], np.int64), "whole_rows": np.array([-1, 784], np.int64),
-        "mix.w": mixing, "mix.b": rng.normal(0, 0.1, 392).astype(np.float32),
-        "fc1.w": _perturbed(w1, rng), "fc1.b": _perturbed(b1, rng)[:, None],
-        "fc2.w": _perturbed(w2, rng), "fc2.b": _perturbed(b2, rng),
-        "fc3.w": _perturbed(w3, rng), "fc3.b": _perturbed(b3, rng)}
+        "pixel_mean": weights[by_op["Sub"][0].input[1]],
+        "pixel_std": weights[by_op["Div"][0].input[1]],
+        "half_rows": np.array([-1, 392], np.int64),
+        "whole_rows": np.array([-1, 784], np.int64),
+        "mix.w": mixing,
+        "mix.b": rng.normal(0, 0.1, 392).astype(np.float32),
+        "fc1.w": _perturbed(w1, rng),
+        "fc1.b": _perturbed(b1, rng)[:, None],
+        "fc2.w": _perturbed(w2, rng),
+        "fc2.b": _perturbed(b2, rng),
+        "fc3.w": _perturbed(w3, rng),
+        "fc3.b": _perturbed(b3, rng),
+    }
     nodes = [
         helper.make_node("Sub", ["digits", "pixel_mean"], ["centred"]),
         helper.make_node("Div", ["centred", "pixel_std"], ["scaled"]),
@@ -166,12 +239,18 @@ def _reshaped_variant(exported, rng):
         helper.make_node("Relu", ["h1_t"], ["a1_t"]),
         helper.make_node("Gemm", ["a1_t", "fc2.w", "fc2.b"], ["h2"], transA=1, transB=1),
         helper.make_node("Relu", ["h2"], ["a2"]),
-        helper.make_node("Gemm", ["a2", "fc3.w", "fc3.b"], ["scores"], transB=1)]
+        helper.make_node("Gemm", ["a2", "fc3.w", "fc3.b"], ["scores"], transB=1),
+    ]
     graph = helper.make_graph(
-        nodes, "mlp_reshaped", [helper.make_tensor_value_info("digits", TensorProto.FLOAT, ["n", 1, 28, 28])],
+        nodes,
+        "mlp_reshaped",
+        [helper.make_tensor_value_info("digits", TensorProto.FLOAT, ["n", 1, 28, 28])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["n", 10])],
-        [numpy_helper.from_array(np.asarray(a), name) for name, a in tensors.items()])
-    return helper.make_model(graph, ir_version=exported.ir_version, opset_imports=exported.opset_import)
+        [numpy_helper.from_array(np.asarray(a), name) for name, a in tensors.items()],
+    )
+    return helper.make_model(
+        graph, ir_version=exported.ir_version, opset_imports=exported.opset_import
+    )
 
 
 def _interpreter_models():
@@ -181,30 +260,48 @@ def _interpreter_models():
     from helpers.pipeline.artifacts import built_artifact
 
     exported, rng = onnx.load(built_artifact("mnist_mlp_pytorch.onnx")), np.random.default_rng(2026)
-    return {"the exported MLP": exported,
-            "a variant (tensors renamed, weights changed, one Gemm with its weight stored [in, out] and transB=0)":
-                _renamed_variant(exported, rng),
-            "a variant (Reshape to [-1, 392] then [-1, 784], a square Gemm weight, a Gemm with transA=1)":
-                _reshaped_variant(exported, rng)}
+    return {
+        "the exported MLP": exported,
+        "a variant (tensors renamed, weights changed, one Gemm with its weight stored [in, out] and transB=0)": _renamed_variant(
+            exported, rng
+        ),
+        "a variant (Reshape to [-1, 392] then [-1, 784], a square Gemm weight, a Gemm with transA=1)": _reshaped_variant(
+            exported, rng
+        ),
+    }
 
 
-def _truncated(model, k: int):  # the model cut after node k, whose first output becomes the graph output
+def _truncated(
+    model, k: int
+):  # the model cut after node k, whose first output becomes the graph output
     import onnx
     from onnx import helper
 
     name = model.graph.node[k].output[0]
     inferred = {v.name: v for v in onnx.shape_inference.infer_shapes(model).graph.value_info}
-    output = inferred[name] if name in inferred else next(o for o in model.graph.output if o.name == name)
-    used = {t for node in model.graph.node[:k + 1] for t in node.input}
+    output = (
+        inferred[name]
+        if name in inferred
+        else next(o for o in model.graph.output if o.name == name)
+    )
+    used = {t for node in model.graph.node[: k + 1] for t in node.input}
     graph = helper.make_graph(
-        model.graph.node[:k + 1], "cut", model.graph.input, [output],
-        [init for init in model.graph.initializer if init.name in used])  # ONNX Runtime warns about the others
+        model.graph.node[: k + 1],
+        "cut",
+        model.graph.input,
+        [output],
+        [init for init in model.graph.initializer if init.name in used],
+    )  # ONNX Runtime warns about the others
     cut = helper.make_model(graph, ir_version=model.ir_version, opset_imports=model.opset_import)
-    onnx.checker.check_model(cut, full_check=True)  # handed to the learner's code: it must be a valid model
+    onnx.checker.check_model(
+        cut, full_check=True
+    )  # handed to the learner's code: it must be a valid model
     return cut
 
 
-def _interpret(answer, model, x):  # the learner's output with runtimes forbidden; what else it raises goes through
+def _interpret(
+    answer, model, x
+):  # the learner's output with runtimes forbidden; what else it raises goes through
     try:
         with _runtimes_forbidden():
             return np.asarray(answer(model, x))
@@ -212,16 +309,24 @@ def _interpret(answer, model, x):  # the learner's output with runtimes forbidde
         raise Wrong(f"your interpreter calls {used}: the exercise asks for numpy only") from None
     except KeyError as err:
         graph = model.graph
-        names = {v.name for v in [*graph.input, *graph.initializer]} | {t for n in graph.node for t in n.output}
+        names = {v.name for v in [*graph.input, *graph.initializer]} | {
+            t for n in graph.node for t in n.output
+        }
         if err.args and err.args[0] in names:
-            raise Wrong(f"your interpreter looks up {err}, a tensor of this model, but never stored it: store each "
-                        "value under the name this model gives it, not a fixed one") from None
-        raise Wrong(f"your interpreter looks up {err}, a name this model does not have (its input is "
-                    f"{graph.input[0].name!r}, its output {graph.output[0].name!r}): take every name from the "
-                    "model, not a fixed one") from None
+            raise Wrong(
+                f"your interpreter looks up {err}, a tensor of this model, but never stored it: store each "
+                "value under the name this model gives it, not a fixed one"
+            ) from None
+        raise Wrong(
+            f"your interpreter looks up {err}, a name this model does not have (its input is "
+            f"{graph.input[0].name!r}, its output {graph.output[0].name!r}): take every name from the "
+            "model, not a fixed one"
+        ) from None
 
 
-def _where(answer, model, images) -> str:  # the first node it gets wrong, the graph cut after each in turn
+def _where(
+    answer, model, images
+) -> str:  # the first node it gets wrong, the graph cut after each in turn
     for k, node in enumerate(model.graph.node):
         cut = _truncated(model, k)
         want = session(cut.SerializeToString()).run(None, {model.graph.input[0].name: images})[0]
@@ -232,8 +337,10 @@ def _where(answer, model, images) -> str:  # the first node it gets wrong, the g
         except Exception as err:  # whatever the learner's code raises
             return f"the first node it gets wrong is node {k} ({node.op_type}), which raises {type(err).__name__}"
         if got.shape != want.shape:
-            return (f"the first node that differs is node {k} ({node.op_type}): its output has the shape "
-                    f"{list(got.shape)} instead of {list(want.shape)}")
+            return (
+                f"the first node that differs is node {k} ({node.op_type}): its output has the shape "
+                f"{list(got.shape)} instead of {list(want.shape)}"
+            )
         if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
             return f"the first node that differs is node {k} ({node.op_type}){'' if k else ' (or what you return)'}"
     return "each node's output is right on its own: check what your interpreter returns"
@@ -244,47 +351,78 @@ def check_interpreter(answer):
 
     require_callable(answer, "interpret(model, image)")
     images, _ = test_images(10_000)
-    picked = np.random.default_rng(2026).choice(len(images), 7, replace=False)  # fresh digits, two batch sizes
-    for (label, model), batch in zip(_interpreter_models().items(), (images[picked[:5]], images[picked[5:6]],
-                                                                     images[picked[:7]])):
+    picked = np.random.default_rng(2026).choice(
+        len(images), 7, replace=False
+    )  # fresh digits, two batch sizes
+    for (label, model), batch in zip(
+        _interpreter_models().items(), (images[picked[:5]], images[picked[5:6]], images[picked[:7]])
+    ):
         want = session(model.SerializeToString()).run(None, {model.graph.input[0].name: batch})[0]
         try:
             got = _interpret(answer, model, batch)
         except Wrong:
             raise
         except Exception as err:  # whatever the learner's code raises
-            raise Wrong(f"on {label}, your interpreter raises {type(err).__name__}: {str(err)[:200]}; "
-                        f"{_where(answer, model, batch)}") from None
+            raise Wrong(
+                f"on {label}, your interpreter raises {type(err).__name__}: {str(err)[:200]}; "
+                f"{_where(answer, model, batch)}"
+            ) from None
         if got.shape == want.shape and np.allclose(got, softmax(want), atol=1e-5):
-            raise Wrong("your interpreter returns probabilities (a softmax), but the model's output is the logits: "
-                        "return the graph output's value as the last node computes it")
+            raise Wrong(
+                "your interpreter returns probabilities (a softmax), but the model's output is the logits: "
+                "return the graph output's value as the last node computes it"
+            )
         if got.shape != want.shape:
-            raise Wrong(f"on {label} and a batch of {len(batch)}: expected logits of shape {list(want.shape)}, got "
-                        f"{list(got.shape)}; {_where(answer, model, batch)}")
+            raise Wrong(
+                f"on {label} and a batch of {len(batch)}: expected logits of shape {list(want.shape)}, got "
+                f"{list(got.shape)}; {_where(answer, model, batch)}"
+            )
         if not np.allclose(got, want, rtol=1e-4, atol=1e-5):
-            raise Wrong(f"on {label}, the logits differ from ONNX Runtime's, first for image "
-                        f"{_first_row(got, want)}; {_where(answer, model, batch)}")
-    return ["the exported MLP and two variants (other names, weights, layouts and Reshape targets): ONNX Runtime's "
-            "logits on fresh test digits, with numpy only"]
+            raise Wrong(
+                f"on {label}, the logits differ from ONNX Runtime's, first for image "
+                f"{_first_row(got, want)}; {_where(answer, model, batch)}"
+            )
+    return [
+        "the exported MLP and two variants (other names, weights, layouts and Reshape targets): ONNX Runtime's "
+        "logits on fresh test digits, with numpy only"
+    ]
 
 
 BREAKAGES = ("output_renamed", "opset_5", "W_shape_5x3")
-TOOLS = "onnx.checker.check_model, then check_model(..., full_check=True), then ort.InferenceSession"
+TOOLS = (
+    "onnx.checker.check_model, then check_model(..., full_check=True), then ort.InferenceSession"
+)
 
 
-def broken_models() -> dict:  # the three breakages of exercise 00.3, applied to the tiny relu(x @ W + b)
+def broken_models() -> (
+    dict
+):  # the three breakages of exercise 00.3, applied to the tiny relu(x @ W + b)
     from onnx import TensorProto, helper, numpy_helper
 
     def tiny(output="y", opset=20, W_shape=(4, 3)):
-        nodes = [helper.make_node("MatMul", ["x", "W"], ["xW"]), helper.make_node("Add", ["xW", "b"], ["xW_plus_b"]),
-                 helper.make_node("Relu", ["xW_plus_b"], ["y"])]
-        io = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", n])
-              for name, n in (("x", 4), (output, 3))]
-        weights = [numpy_helper.from_array(np.ones(s, np.float32), name) for name, s in (("W", W_shape), ("b", 3))]
+        nodes = [
+            helper.make_node("MatMul", ["x", "W"], ["xW"]),
+            helper.make_node("Add", ["xW", "b"], ["xW_plus_b"]),
+            helper.make_node("Relu", ["xW_plus_b"], ["y"]),
+        ]
+        io = [
+            helper.make_tensor_value_info(name, TensorProto.FLOAT, ["batch", n])
+            for name, n in (("x", 4), (output, 3))
+        ]
+        weights = [
+            numpy_helper.from_array(np.ones(s, np.float32), name)
+            for name, s in (("W", W_shape), ("b", 3))
+        ]
         graph = helper.make_graph(nodes, "relu_affine", io[:1], io[1:], weights)
-        return helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", opset)])
+        return helper.make_model(
+            graph, ir_version=10, opset_imports=[helper.make_opsetid("", opset)]
+        )
 
-    return {"output_renamed": tiny(output="y_renamed"), "opset_5": tiny(opset=5), "W_shape_5x3": tiny(W_shape=(5, 3))}
+    return {
+        "output_renamed": tiny(output="y_renamed"),
+        "opset_5": tiny(opset=5),
+        "W_shape_5x3": tiny(W_shape=(5, 3)),
+    }
 
 
 def detector_of(value) -> str | None:
@@ -300,9 +438,12 @@ def detector_of(value) -> str | None:
         tools = {"check_model": onnx.checker.check_model, "InferenceSession": ort.InferenceSession}
         return next((name for name, tool in tools.items() if value is tool), None)
     text = "".join(value.split()).lower()
-    spelt = {"nothing": text == "nothing", "InferenceSession": "inferencesession" in text,  # the first that holds
-             "full_check": "full_check" in text and "full_check=false" not in text,
-             "check_model": "check_model" in text}
+    spelt = {
+        "nothing": text == "nothing",
+        "InferenceSession": "inferencesession" in text,  # the first that holds
+        "full_check": "full_check" in text and "full_check=false" not in text,
+        "check_model": "check_model" in text,
+    }
     return next((name for name, holds in spelt.items() if holds), None)
 
 
@@ -310,29 +451,41 @@ def check_detectors(answer):
     require_keys(answer, BREAKAGES, "like {'output_renamed': 'onnx.checker.check_model', ...}")
     unknown = {k: answer[k] for k in BREAKAGES if detector_of(answer[k]) is None}
     if unknown:
-        raise Wrong(f"each answer names one tool: 'onnx.checker.check_model', 'check_model(..., full_check=True)', "
-                    f"'ort.InferenceSession', or 'nothing'; these are none of them: {unknown}")
+        raise Wrong(
+            f"each answer names one tool: 'onnx.checker.check_model', 'check_model(..., full_check=True)', "
+            f"'ort.InferenceSession', or 'nothing'; these are none of them: {unknown}"
+        )
     import onnx
     import onnxruntime as ort
 
-    def first_detector(model) -> str:  # which of check_model, full_check, InferenceSession notices it first
-        for name, probe in (("check_model", onnx.checker.check_model),
-                            ("full_check", lambda m: onnx.checker.check_model(m, full_check=True)),
-                            ("InferenceSession", lambda m: ort.InferenceSession(m.SerializeToString(), quiet))):
+    def first_detector(
+        model,
+    ) -> str:  # which of check_model, full_check, InferenceSession notices it first
+        for name, probe in (
+            ("check_model", onnx.checker.check_model),
+            ("full_check", lambda m: onnx.checker.check_model(m, full_check=True)),
+            ("InferenceSession", lambda m: ort.InferenceSession(m.SerializeToString(), quiet)),
+        ):
             try:
                 probe(model)
-            except Exception:  # each tool raises its own exception types; any of them means "noticed"
+            except (
+                Exception
+            ):  # each tool raises its own exception types; any of them means "noticed"
                 return name
         return "nothing"
 
     quiet = ort.SessionOptions()
-    quiet.log_severity_level = 3  # ONNX Runtime's warnings about opset 5 are not the learner's concern here
+    quiet.log_severity_level = (
+        3  # ONNX Runtime's warnings about opset 5 are not the learner's concern here
+    )
     truth = {k: first_detector(m) for k, m in broken_models().items()}
     wrong = [k for k in BREAKAGES if detector_of(answer[k]) != truth[k]]
     if wrong:
-        raise Wrong(f"not yet right for {', '.join(wrong)} ({len(BREAKAGES) - len(wrong)} of {len(BREAKAGES)} "
-                    f"right). Build each of these broken models and run {TOOLS} on it, in that order: the first "
-                    "that raises an error is the one that notices")
+        raise Wrong(
+            f"not yet right for {', '.join(wrong)} ({len(BREAKAGES) - len(wrong)} of {len(BREAKAGES)} "
+            f"right). Build each of these broken models and run {TOOLS} on it, in that order: the first "
+            "that raises an error is the one that notices"
+        )
     return [f"{k}: {truth[k]}" for k in BREAKAGES]
 
 

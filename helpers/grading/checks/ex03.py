@@ -1,4 +1,5 @@
 """Checks for notebook 03's exercises with numpy and onnxruntime only (the copies are built in another process)."""
+
 from __future__ import annotations
 
 import functools
@@ -12,25 +13,72 @@ from pathlib import Path
 import numpy as np
 
 from helpers.data.mnist import load_mnist
-from helpers.grading.checks._common import Wrong, contract_input, require_callable, require_keys, session as _session
+from helpers.grading.checks._common import (
+    Wrong,
+    contract_input,
+    require_callable,
+    require_keys,
+)
+from helpers.grading.checks._common import (
+    session as _session,
+)
 from helpers.pipeline.artifacts import built_artifact
 
 SHIFTS = (0, 1, 2, 3, 4, 5, 6)
 # Copies of the PyTorch file, each with weights of its own (see NOISE): file name -> (description, input, output,
 # dtype, shape); 03.1 tries LAYOUT_COPIES in this order (each new one differs in one more way), 03.3 FIXED_BATCHES
 LAYOUT_COPIES = {
-    "fp16_pixel.onnx": ("a float16 copy whose input is 'pixel'", "pixel", "scores", "float16", ["batch", 1, 28, 28]),
-    "float64.onnx": ("a float64 copy [batch, 1, 28, 28]", "input", "output", "float64", ["batch", 1, 28, 28]),
-    "flat.onnx": ("a float32 copy with a flat input [batch, 784]", "digits", "class_scores", "float32",
-                  ["batch", 784]),
-    "channels_last.onnx": ("a channels-last copy [batch, 28, 28, 1]", "input_1", "output_0", "float32",
-                           ["batch", 28, 28, 1]),
-    "flat_float64.onnx": ("a copy with a flat float64 input [batch, 784]", "x", "y", "float64", ["batch", 784]),
+    "fp16_pixel.onnx": (
+        "a float16 copy whose input is 'pixel'",
+        "pixel",
+        "scores",
+        "float16",
+        ["batch", 1, 28, 28],
+    ),
+    "float64.onnx": (
+        "a float64 copy [batch, 1, 28, 28]",
+        "input",
+        "output",
+        "float64",
+        ["batch", 1, 28, 28],
+    ),
+    "flat.onnx": (
+        "a float32 copy with a flat input [batch, 784]",
+        "digits",
+        "class_scores",
+        "float32",
+        ["batch", 784],
+    ),
+    "channels_last.onnx": (
+        "a channels-last copy [batch, 28, 28, 1]",
+        "input_1",
+        "output_0",
+        "float32",
+        ["batch", 28, 28, 1],
+    ),
+    "flat_float64.onnx": (
+        "a copy with a flat float64 input [batch, 784]",
+        "x",
+        "y",
+        "float64",
+        ["batch", 784],
+    ),
 }
 FIXED_BATCHES = {
-    "batch32.onnx": ("a copy whose batch is fixed to 32 (input 'input_32')", "input_32", "probs_32", "float32",
-                     [32, 1, 28, 28]),
-    "batch5.onnx": ("a copy whose batch is fixed to 5 (input 'x5')", "x5", "y5", "float32", [5, 1, 28, 28]),
+    "batch32.onnx": (
+        "a copy whose batch is fixed to 32 (input 'input_32')",
+        "input_32",
+        "probs_32",
+        "float32",
+        [32, 1, 28, 28],
+    ),
+    "batch5.onnx": (
+        "a copy whose batch is fixed to 5 (input 'x5')",
+        "x5",
+        "y5",
+        "float32",
+        [5, 1, 28, 28],
+    ),
 }
 NOISE = 0.8  # each copy's weights move by 0.8 x their own spread: another classifier (a few % of labels differ)
 
@@ -42,9 +90,15 @@ def build_copies(source: Path, folder: Path) -> None:
 
     from helpers.grading.checks._common import varied_model
 
-    types = {"float16": TensorProto.FLOAT16, "float64": TensorProto.DOUBLE, "float32": TensorProto.FLOAT}
+    types = {
+        "float16": TensorProto.FLOAT16,
+        "float64": TensorProto.DOUBLE,
+        "float32": TensorProto.FLOAT,
+    }
     copies = {**LAYOUT_COPIES, **FIXED_BATCHES}
-    for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(copies.items(), start=3031):
+    for seed, (filename, (_, name_in, name_out, dtype, shape)) in enumerate(
+        copies.items(), start=3031
+    ):
         model = varied_model(onnx.load(source), seed, relative_noise=NOISE)
         # the reference: the copy's weights under the contract's names and layout (float32 'image' -> 'logits')
         onnx.save(model, folder / f"reference_{filename}")
@@ -52,12 +106,20 @@ def build_copies(source: Path, folder: Path) -> None:
         if shape[-1] == 1:
             to_image = helper.make_node("Transpose", ["as_float"], ["image"], perm=[0, 3, 1, 2])
         else:
-            graph.initializer.append(helper.make_tensor("chw", TensorProto.INT64, [4], [-1, 1, 28, 28]))
+            graph.initializer.append(
+                helper.make_tensor("chw", TensorProto.INT64, [4], [-1, 1, 28, 28])
+            )
             to_image = helper.make_node("Reshape", ["as_float", "chw"], ["image"])
         body = list(graph.node)
         del graph.node[:], graph.input[:], graph.output[:]
-        graph.node.extend([helper.make_node("Cast", [name_in], ["as_float"], to=TensorProto.FLOAT), to_image, *body,
-                           helper.make_node("Cast", ["logits"], [name_out], to=types[dtype])])
+        graph.node.extend(
+            [
+                helper.make_node("Cast", [name_in], ["as_float"], to=TensorProto.FLOAT),
+                to_image,
+                *body,
+                helper.make_node("Cast", ["logits"], [name_out], to=types[dtype]),
+            ]
+        )
         graph.input.append(helper.make_tensor_value_info(name_in, types[dtype], shape))
         graph.output.append(helper.make_tensor_value_info(name_out, types[dtype], [shape[0], 10]))
         onnx.checker.check_model(model)
@@ -67,15 +129,22 @@ def build_copies(source: Path, folder: Path) -> None:
 def _setting(copies: dict) -> tuple:
     """(digits, the PyTorch file's labels, {description: (session, labels)}); the copies built in another process."""
     source = built_artifact("mnist_mlp_pytorch.onnx")
-    digits = load_mnist().x_test[np.random.default_rng(303).choice(10_000, 999, replace=False)]  # 999 = 31*32+7
+    digits = load_mnist().x_test[
+        np.random.default_rng(303).choice(10_000, 999, replace=False)
+    ]  # 999 = 31*32+7
     original = _session(source)
     labels = _labels_of(original, digits)
     runs = {"the PyTorch file": (original, labels)}
     with tempfile.TemporaryDirectory(prefix="ex03-copies-") as folder:
-        result = subprocess.run([sys.executable, "-m", "helpers.grading.checks.ex03", str(source), folder],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, "-m", "helpers.grading.checks.ex03", str(source), folder],
+            capture_output=True,
+            text=True,
+        )
         if result.returncode != 0:
-            raise RuntimeError(f"could not build the exercise's model copies:\n{result.stderr}")  # a checker bug
+            raise RuntimeError(
+                f"could not build the exercise's model copies:\n{result.stderr}"
+            )  # a checker bug
         for name, (description, *_) in copies.items():
             reference = _labels_of(_session(Path(folder) / f"reference_{name}"), digits)
             runs[description] = (_session(Path(folder) / name), reference)
@@ -87,10 +156,12 @@ def _labels_of(session, digits, scale=1.0) -> np.ndarray:
     return session.run(None, {"image": contract_input(digits) * scale})[0].argmax(1)
 
 
-_ERROR_HINTS = (("input name|Required inputs", "read the input name from session.get_inputs()[0].name"),
-                ("output name", "read the output name from session.get_outputs()[0].name (or pass None)"),
-                ("data type", "read the element type from session.get_inputs()[0].type"),
-                ("rank|dimensions", "reshape the images to the input's layout, session.get_inputs()[0].shape"))
+_ERROR_HINTS = (
+    ("input name|Required inputs", "read the input name from session.get_inputs()[0].name"),
+    ("output name", "read the output name from session.get_outputs()[0].name (or pass None)"),
+    ("data type", "read the element type from session.get_inputs()[0].type"),
+    ("rank|dimensions", "reshape the images to the input's layout, session.get_inputs()[0].shape"),
+)
 
 
 def _hint(message: str) -> str:
@@ -98,9 +169,14 @@ def _hint(message: str) -> str:
     batch = re.search(r"index: 0 Got: (\d+) Expected: (\d+)", message)
     if batch:  # a fixed batch dimension: what came against what the session declares
         got, size = map(int, batch.groups())
-        return (f"this model takes exactly {size} images per run, read from session.get_inputs()[0].shape[0]; "
-                + ("the last batch has fewer images: pad it (e.g. with zeros)" if got < size else
-                   f"a run had {got}"))
+        return (
+            f"this model takes exactly {size} images per run, read from session.get_inputs()[0].shape[0]; "
+            + (
+                "the last batch has fewer images: pad it (e.g. with zeros)"
+                if got < size
+                else f"a run had {got}"
+            )
+        )
     for pattern, hint in _ERROR_HINTS:
         if re.search(pattern, message):
             return hint
@@ -113,22 +189,41 @@ def _agree(function, session, digits, want, what: str, unscaled=None, original=N
         got = np.asarray(function(session, digits))
     except Exception as err:  # whatever the learner's function raises is reported, not hidden
         first = (str(err).strip().splitlines() or [""])[0][:200]
-        raise Wrong(f"on {what}, your function raised {type(err).__name__}: {first} ({_hint(str(err))})") from err
+        raise Wrong(
+            f"on {what}, your function raised {type(err).__name__}: {first} ({_hint(str(err))})"
+        ) from err
     if got.ndim != 1 or not np.issubdtype(got.dtype, np.integer):
-        raise Wrong(f"expected one integer label per image, got {got.dtype} {list(got.shape)} (on {what}); argmax "
-                    "over the classes gives them")
+        raise Wrong(
+            f"expected one integer label per image, got {got.dtype} {list(got.shape)} (on {what}); argmax "
+            "over the classes gives them"
+        )
     if len(got) != len(want):
-        extra = "labels of the padding are left in" if len(got) > len(want) else "some images got no label"
-        raise Wrong(f"on {what}, expected one label for each of the {len(want)} images, got {len(got)}: {extra}")
-    if (got == want).mean() < 0.995:  # float16 may flip a rare borderline digit; a wrong scale or layout many
-        hint = "scale the pixels to 0..1 (uint8 / 255)" if unscaled is not None and (got == unscaled).mean() > 0.99 \
+        extra = (
+            "labels of the padding are left in"
+            if len(got) > len(want)
+            else "some images got no label"
+        )
+        raise Wrong(
+            f"on {what}, expected one label for each of the {len(want)} images, got {len(got)}: {extra}"
+        )
+    if (
+        got == want
+    ).mean() < 0.995:  # float16 may flip a rare borderline digit; a wrong scale or layout many
+        hint = (
+            "scale the pixels to 0..1 (uint8 / 255)"
+            if unscaled is not None and (got == unscaled).mean() > 0.99
             else "compare your feed with what the session declares"
+        )
         if original is not None and (got == original).mean() >= 0.995:
-            hint = ("they are the labels of notebook 01's file, and this copy has other weights: classify with the "
-                    "session passed in")
+            hint = (
+                "they are the labels of notebook 01's file, and this copy has other weights: classify with the "
+                "session passed in"
+            )
         first = int(np.flatnonzero(got != want)[0])
-        raise Wrong(f"on {what}, your labels differ from the model's own on {(got != want).mean():.0%} of the "
-                    f"images (first at image {first}): {hint}")
+        raise Wrong(
+            f"on {what}, your labels differ from the model's own on {(got != want).mean():.0%} of the "
+            f"images (first at image {first}): {hint}"
+        )
 
 
 def check_classify(answer):
@@ -137,8 +232,10 @@ def check_classify(answer):
     unscaled = _labels_of(runs["the PyTorch file"][0], digits, 255.0)
     for description, (session, want) in runs.items():
         _agree(answer, session, digits, want, description, unscaled, original)
-    return [f"each model's own labels on {', '.join(runs)}",
-            "names, element type, layout and weights all come from the session: nothing about the file is hard-coded"]
+    return [
+        f"each model's own labels on {', '.join(runs)}",
+        "names, element type, layout and weights all come from the session: nothing about the file is hard-coded",
+    ]
 
 
 def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np.ndarray:
@@ -151,8 +248,10 @@ def shifted(digits: np.ndarray, k: int, axis: int = 2, roll: bool = False) -> np
 @functools.lru_cache(maxsize=4)  # a pure function of its arguments: computed once per kernel
 def _shift_accuracies(axis: int, roll: bool) -> tuple:
     data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
-    return tuple(float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
-                 for k in SHIFTS)
+    return tuple(
+        float((_labels_of(session, shifted(data.x_test, k, axis, roll)) == data.y_test).mean())
+        for k in SHIFTS
+    )
 
 
 def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
@@ -162,8 +261,11 @@ def shift_accuracies(axis: int = 2, roll: bool = False) -> dict:
 
 def check_shift_curve(answer):
     require_keys(answer, SHIFTS, "{shift in pixels: accuracy}")
-    not_numbers = [f"{k}: {type(answer[k]).__name__}" for k in SHIFTS
-                   if not isinstance(answer[k], numbers.Real) or isinstance(answer[k], bool)]
+    not_numbers = [
+        f"{k}: {type(answer[k]).__name__}"
+        for k in SHIFTS
+        if not isinstance(answer[k], numbers.Real) or isinstance(answer[k], bool)
+    ]
     if not_numbers:
         raise Wrong(f"expected a number (a fraction) for each shift, got {', '.join(not_numbers)}")
     claimed = {k: float(answer[k]) for k in SHIFTS}
@@ -171,17 +273,30 @@ def check_shift_curve(answer):
         raise Wrong("expected accuracies as fractions between 0 and 1 (not percentages)")
     truth = shift_accuracies()
     if all(abs(claimed[k] - truth[k]) <= 1e-4 for k in SHIFTS):
-        return [", ".join(f"{k} px: {truth[k]:.1%}" for k in SHIFTS),
-                "an MLP learns each pixel position separately: a small, off-centre drawing looks like another digit"]
-    for label, other in (("wrapped around with np.roll", shift_accuracies(roll=True)),
-                         ("shifted down (axis 1) instead of right", shift_accuracies(axis=1))):
+        return [
+            ", ".join(f"{k} px: {truth[k]:.1%}" for k in SHIFTS),
+            "an MLP learns each pixel position separately: a small, off-centre drawing looks like another digit",
+        ]
+    for label, other in (
+        ("wrapped around with np.roll", shift_accuracies(roll=True)),
+        ("shifted down (axis 1) instead of right", shift_accuracies(axis=1)),
+    ):
         if all(abs(claimed[k] - other[k]) <= 1e-4 for k in SHIFTS):
-            raise Wrong(f"your numbers are those of the digits {label}; expected a shift to the right (axis 2 of "
-                        "[N, 28, 28]) with the gap filled with zeros")
-    wrong = [f"{k} px: too {'high' if claimed[k] > truth[k] else 'low'}, by "
-             f"{'more' if abs(claimed[k] - truth[k]) > 0.1 * truth[k] else 'less'} than 10 %"
-             for k in SHIFTS if abs(claimed[k] - truth[k]) > 1e-4]
-    raise Wrong("not yet: " + "; ".join(wrong) + " (shift all 10,000 test digits, compare with their labels)")
+            raise Wrong(
+                f"your numbers are those of the digits {label}; expected a shift to the right (axis 2 of "
+                "[N, 28, 28]) with the gap filled with zeros"
+            )
+    wrong = [
+        f"{k} px: too {'high' if claimed[k] > truth[k] else 'low'}, by "
+        f"{'more' if abs(claimed[k] - truth[k]) > 0.1 * truth[k] else 'less'} than 10 %"
+        for k in SHIFTS
+        if abs(claimed[k] - truth[k]) > 1e-4
+    ]
+    raise Wrong(
+        "not yet: "
+        + "; ".join(wrong)
+        + " (shift all 10,000 test digits, compare with their labels)"
+    )
 
 
 def check_batches(answer):
@@ -192,8 +307,11 @@ def check_batches(answer):
             description += " (dynamic batch: one run is enough)"
         _agree(answer, session, digits, want, description, original=original)
     sizes = ", ".join(str(shape[0]) for *_, shape in FIXED_BATCHES.values())
-    return [f"copies with a batch fixed to {sizes}: each copy's own labels for all {len(digits)} images, the last "
-            "batch padded", "the PyTorch file (batch 'batch'): one run"]
+    return [
+        f"copies with a batch fixed to {sizes}: each copy's own labels for all {len(digits)} images, the last "
+        "batch padded",
+        "the PyTorch file (batch 'batch'): one run",
+    ]
 
 
 # exercise id -> checker (helpers.grading.exercises.check looks answers up here)
@@ -204,5 +322,7 @@ CHECKS = {
 }
 
 
-if __name__ == "__main__":  # python -m helpers.grading.checks.ex03 SOURCE.onnx FOLDER: build the copies (see _setting)
+if (
+    __name__ == "__main__"
+):  # python -m helpers.grading.checks.ex03 SOURCE.onnx FOLDER: build the copies (see _setting)
     build_copies(Path(sys.argv[1]), Path(sys.argv[2]))

@@ -1,4 +1,5 @@
 """Checks for notebook 04's exercises on drawings, digits and models the learner was not handed."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,14 @@ import numpy as np
 
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
-from helpers.grading.checks._common import Wrong, reference_logits, require_callable, session, test_images
-from helpers.grading.checks._common import write_varied_copy
+from helpers.grading.checks._common import (
+    Wrong,
+    reference_logits,
+    require_callable,
+    session,
+    test_images,
+    write_varied_copy,
+)
 from helpers.pipeline.artifacts import built_artifact
 from helpers.predict import INK_THRESHOLD, softmax
 
@@ -26,16 +33,31 @@ def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
         paper, ink, (height, width) = np.array([235, 215, 140]), np.array([30, 60, 160]), (196, 196)
         # fresh cases: two colours far enough apart, and any size but the handed-out one
         while any_colour and (np.abs(paper - ink).sum() < 240 or (height, width) == (196, 196)):
-            paper, ink, (height, width) = rng.integers(0, 256, 3), rng.integers(0, 256, 3), rng.integers(100, 300, 2)
+            paper, ink, (height, width) = (
+                rng.integers(0, 256, 3),
+                rng.integers(0, 256, 3),
+                rng.integers(100, 300, 2),
+            )
         scale = min(height, width) // 28 - 1
         truth = np.zeros((height, width))
-        top, left = rng.integers(0, height - 28 * scale + 1), rng.integers(0, width - 28 * scale + 1)
-        truth[top:top + 28 * scale, left:left + 28 * scale] = np.kron(data.x_test[index] / 255, np.ones((scale,) * 2))
-        rgb = paper * (1 - truth[..., None]) + ink * truth[..., None] + rng.normal(0, 3, (height, width, 3))
+        top, left = (
+            rng.integers(0, height - 28 * scale + 1),
+            rng.integers(0, width - 28 * scale + 1),
+        )
+        truth[top : top + 28 * scale, left : left + 28 * scale] = np.kron(
+            data.x_test[index] / 255, np.ones((scale,) * 2)
+        )
+        rgb = (
+            paper * (1 - truth[..., None])
+            + ink * truth[..., None]
+            + rng.normal(0, 3, (height, width, 3))
+        )
         drawings.append(np.clip(np.round(rgb), 0, 255).astype(np.uint8))
         truths.append(truth)
         shade = "light ink on dark paper" if ink.sum() > paper.sum() else "dark ink on light paper"
-        described.append(f"a {width}x{height} drawing, {shade}, RGB ink {ink.tolist()} on paper {paper.tolist()}")
+        described.append(
+            f"a {width}x{height} drawing, {shade}, RGB ink {ink.tolist()} on paper {paper.tolist()}"
+        )
     return drawings, truths, data.y_test[picked], described
 
 
@@ -48,26 +70,45 @@ def _check_ink(answer):
             result = np.asarray(ink(rgb.copy()), dtype=np.float64)
         except Exception as err:  # the learner's code: report what it raised, and on which input
             raise Wrong(f"on {what}, ink(rgb) raised {type(err).__name__}: {err}") from err
-        if result.shape != rgb.shape[:2] or not np.isfinite(result).all() or result.min() < 0 or result.max() > 1:
-            raise Wrong(f"expected one finite ink value in 0..1 per pixel, shape {rgb.shape[:2]}; got shape "
-                        f"{result.shape}, values {result.min():g}..{result.max():g} on {what}")
+        if (
+            result.shape != rgb.shape[:2]
+            or not np.isfinite(result).all()
+            or result.min() < 0
+            or result.max() > 1
+        ):
+            raise Wrong(
+                f"expected one finite ink value in 0..1 per pixel, shape {rgb.shape[:2]}; got shape "
+                f"{result.shape}, values {result.min():g}..{result.max():g} on {what}"
+            )
         paper, strokes = np.median(result[truth == 0]), np.median(result[truth >= 0.9])
         if paper > strokes:
-            raise Wrong(f"on {what}: more ink on the paper than on the strokes (the median of each)")
+            raise Wrong(
+                f"on {what}: more ink on the paper than on the strokes (the median of each)"
+            )
         if (result[truth == 0] >= INK_THRESHOLD).mean() > 0.01:
-            raise Wrong(f"on {what}: more than 1 % of the bare paper reaches the ink threshold {INK_THRESHOLD}, so "
-                        f"the bounding box is the whole page; measure ink from this drawing's own paper colour")
+            raise Wrong(
+                f"on {what}: more than 1 % of the bare paper reaches the ink threshold {INK_THRESHOLD}, so "
+                f"the bounding box is the whole page; measure ink from this drawing's own paper colour"
+            )
         if strokes < 0.8:
-            raise Wrong(f"on {what}: the strokes' median ink is {strokes:.2f}; a full stroke should be about 1")
+            raise Wrong(
+                f"on {what}: the strokes' median ink is {strokes:.2f}; a full stroke should be about 1"
+            )
         if np.abs(result - truth).mean() > 0.06:
-            raise Wrong(f"on {what}: your ink differs from the ink painted there by more than 0.06 on average")
-    return [f"{len(drawings)} drawings in other colours and sizes: your ink matches the painted ink"]
+            raise Wrong(
+                f"on {what}: your ink differs from the ink painted there by more than 0.06 on average"
+            )
+    return [
+        f"{len(drawings)} drawings in other colours and sizes: your ink matches the painted ink"
+    ]
 
 
 # The models 04.2 runs a script with: description -> (copy's input, output, seed, number of images); None: the file
 # itself. The copy has other names and other weights (moved without training), so only the model given counts.
-TOP3_MODELS = {"notebook 01's model": (None, None, 0, 17),
-               "a copy with other tensor names and other weights": ("pixel_batch", "class_scores", 4042, 23)}
+TOP3_MODELS = {
+    "notebook 01's model": (None, None, 0, 17),
+    "a copy with other tensor names and other weights": ("pixel_batch", "class_scores", 4042, 23),
+}
 
 
 def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> str:
@@ -76,11 +117,20 @@ def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> st
         (Path(scratch) / "given_model.onnx").write_bytes(model.read_bytes())
         shutil.copy(script, Path(scratch) / script.name)
         images.tofile(Path(scratch) / "given_digits.f32")
-        run = subprocess.run(["node", script.name, "given_model.onnx", "given_digits.f32"], cwd=scratch,
-                             capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            ["node", script.name, "given_model.onnx", "given_digits.f32"],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     if run.returncode != 0:  # the first line naming an error, else the end of what it printed
-        reason = next((line for line in run.stderr.splitlines() if "Error" in line), run.stderr.strip()[-200:])
-        raise Wrong(f"with {which}, `node {script.name} MODEL PIXELS` exited with {run.returncode}: {reason}")
+        reason = next(
+            (line for line in run.stderr.splitlines() if "Error" in line), run.stderr.strip()[-200:]
+        )
+        raise Wrong(
+            f"with {which}, `node {script.name} MODEL PIXELS` exited with {run.returncode}: {reason}"
+        )
     return run.stdout
 
 
@@ -89,7 +139,9 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
     try:
         entries = json.loads(stdout)
     except ValueError as err:
-        raise Wrong(f"with {which}: expected JSON on standard output; {err}; it printed {stdout[:80]!r}") from err
+        raise Wrong(
+            f"with {which}: expected JSON on standard output; {err}; it printed {stdout[:80]!r}"
+        ) from err
     if not isinstance(entries, list) or len(entries) != n:
         got = f"a list of {len(entries)}" if isinstance(entries, list) else type(entries).__name__
         raise Wrong(f"with {which}: expected a JSON list with one entry per image ({n}), got {got}")
@@ -97,23 +149,34 @@ def _parse_top3(stdout: str, n: int, which: str) -> tuple:
         digits = np.array([e["digits"] for e in entries])
         probabilities = np.array([e["probabilities"] for e in entries])
     except (TypeError, KeyError) as err:
-        first = f"has the keys {sorted(entries[0])}" if isinstance(entries[0], dict) else \
-            f"is a {type(entries[0]).__name__}"
-        raise Wrong(f'with {which}: expected entries {{"digits": [...], "probabilities": [...]}}; the first '
-                    f"{first}") from err
+        first = (
+            f"has the keys {sorted(entries[0])}"
+            if isinstance(entries[0], dict)
+            else f"is a {type(entries[0]).__name__}"
+        )
+        raise Wrong(
+            f'with {which}: expected entries {{"digits": [...], "probabilities": [...]}}; the first '
+            f"{first}"
+        ) from err
     if digits.shape != (n, 3) or probabilities.shape != (n, 3):
-        raise Wrong(f"with {which}: expected three digits and three probabilities per image, got digits of shape "
-                    f"{list(digits.shape)} and probabilities of shape {list(probabilities.shape)}")
+        raise Wrong(
+            f"with {which}: expected three digits and three probabilities per image, got digits of shape "
+            f"{list(digits.shape)} and probabilities of shape {list(probabilities.shape)}"
+        )
     if digits.dtype.kind not in "iu" or probabilities.dtype.kind not in "iuf":
-        raise Wrong(f"with {which}: expected digits as JSON integers and probabilities as numbers, got "
-                    f"{digits.dtype} and {probabilities.dtype} values")
+        raise Wrong(
+            f"with {which}: expected digits as JSON integers and probabilities as numbers, got "
+            f"{digits.dtype} and {probabilities.dtype} values"
+        )
     return digits.astype(np.int64), probabilities.astype(np.float64)
 
 
 def _check_top3(answer):
     """04.2: a Node script printing each image's three most probable digits and their softmax probabilities."""
     if not isinstance(answer, (str, Path)) or "\n" in str(answer) or not Path(answer).is_file():
-        raise Wrong(f"expected the path of your script (a str or Path of an existing file), got {str(answer)[:80]!r}")
+        raise Wrong(
+            f"expected the path of your script (a str or Path of an existing file), got {str(answer)[:80]!r}"
+        )
     if shutil.which("node") is None:
         raise Wrong("node is not on PATH: install Node.js 18 or newer (make setup does)")
     script, original = Path(answer), built_artifact("mnist_mlp_pytorch.onnx")
@@ -121,14 +184,21 @@ def _check_top3(answer):
     start = 0
     with tempfile.TemporaryDirectory(prefix="check-04.2-models-") as folder:
         for which, (name_in, name_out, seed, n) in TOP3_MODELS.items():
-            model = original if name_in is None else write_varied_copy(
-                original, Path(folder) / "copy.onnx", seed, name_in, name_out, 0.8)
-            images, start = pool[start:start + n], start + n
+            model = (
+                original
+                if name_in is None
+                else write_varied_copy(
+                    original, Path(folder) / "copy.onnx", seed, name_in, name_out, 0.8
+                )
+            )
+            images, start = pool[start : start + n], start + n
             digits, probabilities = _parse_top3(_run_script(script, model, images, which), n, which)
             logits = session(model).run(None, {name_in or "image": images})[0].astype(np.float64)
             _judge_top3(digits, probabilities, logits, images, which)
-    return [f"{script.name}: the right top 3 and probabilities on new test digits, with notebook 01's model and "
-            "with a copy that has other names and other weights"]
+    return [
+        f"{script.name}: the right top 3 and probabilities on new test digits, with notebook 01's model and "
+        "with a copy that has other names and other weights"
+    ]
 
 
 def _judge_top3(digits, probabilities, logits, images, which: str) -> None:
@@ -137,37 +207,57 @@ def _judge_top3(digits, probabilities, logits, images, which: str) -> None:
     order = np.argsort(-logits, axis=1)[:, :3]
     original_order = np.argsort(-reference_logits("mnist_mlp_pytorch.onnx", images), axis=1)[:, :3]
     if (digits != order).any() and (digits == original_order).all():
-        raise Wrong(f"with {which}: your digits are the top 3 of notebook 01's file, not of the model given as "
-                    "the first argument (this one has other weights)")
+        raise Wrong(
+            f"with {which}: your digits are the top 3 of notebook 01's file, not of the model given as "
+            "the first argument (this one has other weights)"
+        )
     if ((digits < 0) | (digits > 9)).any():
-        raise Wrong(f"with {which}: expected digits 0..9, got values from {digits.min()} to {digits.max()}")
+        raise Wrong(
+            f"with {which}: expected digits 0..9, got values from {digits.min()} to {digits.max()}"
+        )
     if (digits != order).any() and (np.sort(digits, 1) == np.sort(order, 1)).all():
-        raise Wrong(f"with {which}: the right three digits, in another order: expected the most probable first")
+        raise Wrong(
+            f"with {which}: the right three digits, in another order: expected the most probable first"
+        )
     wrong = np.flatnonzero((digits != order).any(1))
     if wrong.size:
-        raise Wrong(f"with {which}: image {wrong[0] + 1} of {n}: your digits {digits[wrong[0]].tolist()} are not "
-                    f"its three most probable ({len(wrong)} of {n} images differ)")
+        raise Wrong(
+            f"with {which}: image {wrong[0] + 1} of {n}: your digits {digits[wrong[0]].tolist()} are not "
+            f"its three most probable ({len(wrong)} of {n} images differ)"
+        )
     right = np.take_along_axis(softmax(logits), digits, 1)
     whole = np.take_along_axis(softmax(logits.reshape(1, -1)).reshape(logits.shape), digits, 1)
     if np.abs(probabilities - right).max() <= 1e-4:
         return
     if np.allclose(probabilities, whole, atol=1e-6):
-        raise Wrong(f"with {which}: your probabilities are a softmax over the whole batch; expected one over each "
-                    "image's 10 logits")
+        raise Wrong(
+            f"with {which}: your probabilities are a softmax over the whole batch; expected one over each "
+            "image's 10 logits"
+        )
     if np.allclose(probabilities, np.take_along_axis(logits, digits, 1), atol=1e-4):
-        raise Wrong(f"with {which}: your probabilities equal the logits of those digits; expected each image's "
-                    "softmax, in 0..1")
+        raise Wrong(
+            f"with {which}: your probabilities equal the logits of those digits; expected each image's "
+            "softmax, in 0..1"
+        )
     if np.abs(probabilities - 100 * right).max() <= 1e-2:
-        raise Wrong(f"with {which}: your probabilities are in percent (up to {probabilities.max():.4g}); "
-                    "expected fractions in 0..1")
+        raise Wrong(
+            f"with {which}: your probabilities are in percent (up to {probabilities.max():.4g}); "
+            "expected fractions in 0..1"
+        )
     if probabilities.min() < 0 or probabilities.max() > 1:
-        raise Wrong(f"with {which}: your probabilities go from {probabilities.min():.4g} to "
-                    f"{probabilities.max():.4g}, outside 0..1; expected each image's softmax")
+        raise Wrong(
+            f"with {which}: your probabilities go from {probabilities.min():.4g} to "
+            f"{probabilities.max():.4g}, outside 0..1; expected each image's softmax"
+        )
     if (np.diff(probabilities, axis=1) > 0).any():
-        raise Wrong(f"with {which}: your probabilities are not in decreasing order, while your digits are the "
-                    "most probable first")
-    raise Wrong(f"with {which}: the right digits, but probabilities differing from each image's softmax by more "
-                "than 1e-4")
+        raise Wrong(
+            f"with {which}: your probabilities are not in decreasing order, while your digits are the "
+            "most probable first"
+        )
+    raise Wrong(
+        f"with {which}: the right digits, but probabilities differing from each image's softmax by more "
+        "than 1e-4"
+    )
 
 
 CHECKS = {"04.1": _check_ink, "04.2": _check_top3}

@@ -1,4 +1,5 @@
 """Checks for notebook 06's exercises: timing a stand-in model on a coarse clock, counting a CNN's multiply-adds."""
+
 from __future__ import annotations
 
 import math
@@ -18,7 +19,10 @@ from helpers.pipeline.artifacts import built_artifact
 # ---------------------------------------------------------------------------------------------- 06.1
 SLOW_FIRST_CALLS = 3  # the stand-in model's first calls are slow, as a real model's are (allocation, kernel choice)
 TICK_S = 1 / 64  # a coarse wall clock: time.time() on some systems advances in steps of 15.6 ms
-HELPER_MODULES = ("helpers.measure.timing", "helpers.measure.side_by_side")  # the series' loops, ruled out
+HELPER_MODULES = (
+    "helpers.measure.timing",
+    "helpers.measure.side_by_side",
+)  # the series' loops, ruled out
 
 
 MODELS = {  # a quick model and a slower one, durations (ms) drawn in ranges that a single fixed answer cannot match
@@ -34,20 +38,35 @@ def _stand_in_model(seconds: list, rng, used_helpers: list, kind: str = "a quick
 
     def predict():
         caller = sys._getframe(1)
-        while caller is not None:  # who called fn: the learner's loop, or one of the series' helpers
+        while (
+            caller is not None
+        ):  # who called fn: the learner's loop, or one of the series' helpers
             if caller.f_globals.get("__name__") in HELPER_MODULES:
                 used_helpers.append(caller.f_globals["__name__"])
             caller = caller.f_back
         i = len(seconds)
         start = time.perf_counter()
-        time.sleep(1e-3 * (ms["first"] if i < SLOW_FIRST_CALLS else ms["pause"] if i % 25 == gc_at else
-                           ms["hiccup"] if i % 4 == phase else ms["fast"]))
+        time.sleep(
+            1e-3
+            * (
+                ms["first"]
+                if i < SLOW_FIRST_CALLS
+                else ms["pause"]
+                if i % 25 == gc_at
+                else ms["hiccup"]
+                if i % 4 == phase
+                else ms["fast"]
+            )
+        )
         seconds.append(time.perf_counter() - start)
+
     return predict
 
 
 def _close(value, truth) -> bool:
-    return abs(value - truth) <= 0.15 * truth + 300  # µs: the learner's own clock adds a little around each call
+    return (
+        abs(value - truth) <= 0.15 * truth + 300
+    )  # µs: the learner's own clock adds a little around each call
 
 
 def check_fair_time(answer):
@@ -62,18 +81,30 @@ def _check_fair_time_on(answer, kind, rng) -> str:
     def coarse_time():  # the wall clock of some systems, and a count of who reads it
         wall_clock_reads.append(1)
         return math.floor(real_time() / TICK_S) * TICK_S
+
     fn = _stand_in_model(seconds, rng, used_helpers, kind)
     try:
         with mock.patch("time.time", coarse_time):
             result = answer(fn)
     except Exception as err:  # whatever the learner's function raises is reported
-        hint = (" (fn takes no arguments: call it as fn())" if isinstance(err, TypeError) and "positional" in str(err)
-                else "")
-        raise Wrong(f"expected fair_time(fn) to run on {kind}; it raised {type(err).__name__}: {err}{hint}") from err
+        hint = (
+            " (fn takes no arguments: call it as fn())"
+            if isinstance(err, TypeError) and "positional" in str(err)
+            else ""
+        )
+        raise Wrong(
+            f"expected fair_time(fn) to run on {kind}; it raised {type(err).__name__}: {err}{hint}"
+        ) from err
     if used_helpers:
-        raise Wrong(f"fn was called by {used_helpers[0]}: the task asks for your own loop, without helpers "
-                    "(warm-up calls, then timed calls, then the statistics)")
-    require_keys(result, ("p50_us", "p90_us", "n"), "{'p50_us': median, 'p90_us': 90th percentile, 'n': timed calls}")
+        raise Wrong(
+            f"fn was called by {used_helpers[0]}: the task asks for your own loop, without helpers "
+            "(warm-up calls, then timed calls, then the statistics)"
+        )
+    require_keys(
+        result,
+        ("p50_us", "p90_us", "n"),
+        "{'p50_us': median, 'p90_us': 90th percentile, 'n': timed calls}",
+    )
     n = result["n"]
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
         raise Wrong(f"expected 'n', the number of timed calls, to be an integer, got {n!r}")
@@ -83,39 +114,57 @@ def _check_fair_time_on(answer, kind, rng) -> str:
         raise Wrong(f"'n' says {n} timed calls, but fn was called only {len(seconds)} times")
     warmup = len(seconds) - n
     if warmup < SLOW_FIRST_CALLS:
-        raise Wrong(f"expected at least {SLOW_FIRST_CALLS} warm-up calls that are not timed: fn was called "
-                    f"{len(seconds)} times and 'n' says {n} were timed, so {warmup} warm-up call(s); this model's "
-                    f"first {SLOW_FIRST_CALLS} calls are slow and say nothing about what a call costs later")
+        raise Wrong(
+            f"expected at least {SLOW_FIRST_CALLS} warm-up calls that are not timed: fn was called "
+            f"{len(seconds)} times and 'n' says {n} were timed, so {warmup} warm-up call(s); this model's "
+            f"first {SLOW_FIRST_CALLS} calls are slow and say nothing about what a call costs later"
+        )
     timed_us, first_us = np.array(seconds[warmup:]) * 1e6, np.array(seconds[:n]) * 1e6
     for key, q in (("p50_us", 50), ("p90_us", 90)):
         stat = lambda us: np.percentile(us, q)  # noqa: E731
         value, truth = result[key], stat(timed_us)
-        position, ranked = q / 100 * (n - 1), np.sort(timed_us)  # every usual definition lies between two ranks
+        position, ranked = (
+            q / 100 * (n - 1),
+            np.sort(timed_us),
+        )  # every usual definition lies between two ranks
         low, high = ranked[math.floor(position)], ranked[math.ceil(position)]
         if isinstance(value, bool) or not isinstance(value, Real):
-            raise Wrong(f"expected {key!r} to be a number of microseconds, got {type(value).__name__}")
+            raise Wrong(
+                f"expected {key!r} to be a number of microseconds, got {type(value).__name__}"
+            )
         for unit, factor in (("milliseconds", 1e3), ("seconds", 1e6)):
             if _close(value * factor, truth):
                 raise Wrong(f"{key!r}: got {value:.4g}, which is in {unit}; expected microseconds")
-        if not (_close(value, truth) or low - 0.15 * low - 300 <= value <= high + 0.15 * high + 300):
+        if not (
+            _close(value, truth) or low - 0.15 * low - 300 <= value <= high + 0.15 * high + 300
+        ):
             near = lambda x: abs(value - x) <= 0.03 * x + 100  # noqa: E731 - a hint only for a close match
-            hint = (f" (it matches the first {n} calls, the slow first ones included: the timed calls come after "
-                    "the warm-up)" if warmup and near(stat(first_us)) and not _close(stat(first_us), truth) else
-                    " (that is the mean: one slow call in four pulls it up, the median stays put)"
-                    if key == "p50_us" and near(timed_us.mean()) else
-                    " (that is the slowest call: the 90th percentile ignores the slowest tenth)"
-                    if key == "p90_us" and near(timed_us.max()) else
-                    " (about the fastest call: np.percentile takes 90, not 0.9)"
-                    if key == "p90_us" and near(timed_us.min()) else
-                    f" (you read time.time() {len(wall_clock_reads)} times: it ticks every 15.6 ms on some "
-                    "systems, as here; the task times with time.perf_counter())" if len(wall_clock_reads) >= n else "")
-            raise Wrong(f"on {kind}, {key!r}: too {'high' if value > truth else 'low'}, by more than 15 % for the "
-                        f"{n} calls after the warm-up{hint}")
+            hint = (
+                f" (it matches the first {n} calls, the slow first ones included: the timed calls come after "
+                "the warm-up)"
+                if warmup and near(stat(first_us)) and not _close(stat(first_us), truth)
+                else " (that is the mean: one slow call in four pulls it up, the median stays put)"
+                if key == "p50_us" and near(timed_us.mean())
+                else " (that is the slowest call: the 90th percentile ignores the slowest tenth)"
+                if key == "p90_us" and near(timed_us.max())
+                else " (about the fastest call: np.percentile takes 90, not 0.9)"
+                if key == "p90_us" and near(timed_us.min())
+                else f" (you read time.time() {len(wall_clock_reads)} times: it ticks every 15.6 ms on some "
+                "systems, as here; the task times with time.perf_counter())"
+                if len(wall_clock_reads) >= n
+                else ""
+            )
+            raise Wrong(
+                f"on {kind}, {key!r}: too {'high' if value > truth else 'low'}, by more than 15 % for the "
+                f"{n} calls after the warm-up{hint}"
+            )
     return f"{kind}: {warmup} warm-up calls, then {n} timed: your median and p90 match the calls you timed"
 
 
 # ---------------------------------------------------------------------------------------------- 06.2
-def _reference_macs(path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, padded=True, strided=True) -> int:
+def _reference_macs(
+    path, op_types=("Conv", "Gemm", "MatMul"), per_position=True, padded=True, strided=True
+) -> int:
     """Multiply-adds for one image, layer by layer (``per_position``, ``padded``, ``strided``: the slips)."""
     import onnx
     from onnx import helper, numpy_helper
@@ -148,9 +197,15 @@ def random_cnn(path: Path, rng, head: str = "Gemm") -> Path:
     side = (28 + 2 * pad1 - k1) + 1
     side = (side + 2 - 3) // stride2 + 1
     flat = c2 * side * side
-    weights = {"w1": rng.normal(0, 0.3, (c1, 1, k1, k1)), "b1": rng.normal(0, 0.1, c1),
-               "w2": rng.normal(0, 0.3, (c2, c1, 3, 3)), "b2": rng.normal(0, 0.1, c2), "flat": [-1, flat],
-               "w3": rng.normal(0, 0.1, (10, flat) if head == "Gemm" else (flat, 10)), "b3": np.zeros(10)}
+    weights = {
+        "w1": rng.normal(0, 0.3, (c1, 1, k1, k1)),
+        "b1": rng.normal(0, 0.1, c1),
+        "w2": rng.normal(0, 0.3, (c2, c1, 3, 3)),
+        "b2": rng.normal(0, 0.1, c2),
+        "flat": [-1, flat],
+        "w3": rng.normal(0, 0.1, (10, flat) if head == "Gemm" else (flat, 10)),
+        "b3": np.zeros(10),
+    }
     nodes = cnn_nodes(k1, pad1, stride2) + dense(head, "w3", "b3")
     onnx.save(checked_model(f"check_cnn_{k1}_{c1}_{c2}", nodes, weights, "scores", 10), path)
     return path
@@ -174,8 +229,10 @@ def _macs_hint(got: int, path) -> str:
         return " (your count is the Conv layers' alone)"
     for changed, what in (({"padded": False}, "padding"), ({"strided": False}, "strides")):
         if _reference_macs(path, **changed) != want and got == _reference_macs(path, **changed):
-            return (f" (it is the count with the Conv layers' {what} left out: the output positions depend on the "
-                    f"{what})")
+            return (
+                f" (it is the count with the Conv layers' {what} left out: the output positions depend on the "
+                f"{what})"
+            )
     if convs and got > dense and (got - dense) % convs == 0:
         return f" (your Conv layers count {(got - dense) // convs} times their multiply-adds for one image)"
     return ""
@@ -186,24 +243,42 @@ def check_macs(answer):
     rng, details = np.random.default_rng(), []
     with tempfile.TemporaryDirectory() as tmp:
         name = lambda: f"{rng.integers(10**6):06d}.onnx"  # noqa: E731 - a new file name every check
-        cases = [("the series' MLP", built_artifact("mnist_mlp_pytorch.onnx")),
-                 ("the series' CNN", built_artifact("mnist_cnn_pytorch.onnx")),
-                 ("a CNN of the check's own (Conv, Conv, Gemm)", random_cnn(Path(tmp) / name(), rng, "Gemm")),
-                 ("a CNN of the check's own (Conv, Conv, MatMul + Add)", random_cnn(Path(tmp) / name(), rng, "MatMul"))]
+        cases = [
+            ("the series' MLP", built_artifact("mnist_mlp_pytorch.onnx")),
+            ("the series' CNN", built_artifact("mnist_cnn_pytorch.onnx")),
+            (
+                "a CNN of the check's own (Conv, Conv, Gemm)",
+                random_cnn(Path(tmp) / name(), rng, "Gemm"),
+            ),
+            (
+                "a CNN of the check's own (Conv, Conv, MatMul + Add)",
+                random_cnn(Path(tmp) / name(), rng, "MatMul"),
+            ),
+        ]
         for what, path in cases:
             try:
                 got = answer(str(path))
             except Exception as err:  # whatever the learner's function raises is reported
-                raise Wrong(f"expected macs_per_image(path) to run on {what}; it raised "
-                            f"{type(err).__name__}: {err}") from err
-            if isinstance(got, bool) or not isinstance(got, Real) or not math.isfinite(got) or float(got) != int(got):
+                raise Wrong(
+                    f"expected macs_per_image(path) to run on {what}; it raised "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+            if (
+                isinstance(got, bool)
+                or not isinstance(got, Real)
+                or not math.isfinite(got)
+                or float(got) != int(got)
+            ):
                 raise Wrong(f"expected a whole number of multiply-adds for {what}, got {got!r}")
             want = _reference_macs(path)
             if int(got) != want:
                 right = "; ".join(f"{w}: right" for w in details)
-                raise Wrong(f"{what}: your count is too {'high' if got > want else 'low'}" +
-                            (", by more than 10 %" if abs(got - want) > 0.1 * want else "") +
-                            _macs_hint(int(got), path) + (f" ({right})" if right else ""))
+                raise Wrong(
+                    f"{what}: your count is too {'high' if got > want else 'low'}"
+                    + (", by more than 10 %" if abs(got - want) > 0.1 * want else "")
+                    + _macs_hint(int(got), path)
+                    + (f" ({right})" if right else "")
+                )
             details.append(what)
     return [f"{what}: right" for what in details]
 
