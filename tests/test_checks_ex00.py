@@ -12,10 +12,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 from tables import accepted, refused
 
-from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights
+from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights, interpret
 from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
-from solutions.ex00 import interpret
 
 
 # ----------------------------------------------------------------------------------------------- 00.1 classifier

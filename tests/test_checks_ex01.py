@@ -10,7 +10,7 @@ import torch
 from tables import accepted, refused
 from torch import nn
 
-from solutions.ex01 import trained_mlp
+from helpers.grading.checks.ex01 import trained_mlp
 
 
 @pytest.fixture(scope="module")

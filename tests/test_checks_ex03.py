@@ -12,10 +12,9 @@ from tables import right, rows
 
 from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import session as ort_session
-from helpers.grading.checks.ex03 import shift_accuracies, shifted
+from helpers.grading.checks.ex03 import ORT_TO_NUMPY, classify, shift_accuracies, shifted
 from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
-from solutions.ex03 import ORT_TO_NUMPY, classify
 
 
 def _scaled(images):

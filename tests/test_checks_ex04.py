@@ -16,7 +16,6 @@ from helpers.grading.checks import ex04 as checks
 from helpers.grading.checks._common import reference_logits, session, write_varied_copy
 from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
-from solutions import ex04
 
 GRAY = np.array([0.299, 0.587, 0.114])
 
@@ -65,22 +64,22 @@ def grey_as_ink(rgb):  # forgot that ink is where the colour differs: MNIST is w
 
 
 def faint(rgb):  # relative to the paper, but not scaled: a full stroke is far below 1
-    return ex04.ink(rgb) * 0.6
+    return checks.ink(rgb) * 0.6
 
 
 def binarized(
     rgb,
 ):  # ink or no ink: right too (the text asks 0 on paper, about 1 on strokes, nothing between)
-    return (ex04.ink(rgb) > 0.5).astype(float)
+    return (checks.ink(rgb) > 0.5).astype(float)
 
 
 def square_only(rgb):  # assumes the handed-out 196 x 196 drawings
-    return ex04.ink(rgb.reshape(196, 196, 3))
+    return checks.ink(rgb.reshape(196, 196, 3))
 
 
 @pytest.mark.parametrize(
     "answer",
-    [ex04.ink, ink_by_projection, ink_by_channel, binarized],
+    [checks.ink, ink_by_projection, ink_by_channel, binarized],
     ids=["solution", "projection", "per-channel", "binarized"],
 )
 def test_04_1_correct_answers_pass(answer):
@@ -94,7 +93,7 @@ WRONG_04_1 = [  # the other mistakes are rows of REQUIREMENTS_04_1
         dark_ink_only,
         "of the bare paper reaches the ink threshold",
     ),  # ink and paper of similar greys
-    ("uint8", lambda rgb: (255 * ex04.ink(rgb)).astype(np.uint8), "finite ink value in 0..1"),
+    ("uint8", lambda rgb: (255 * checks.ink(rgb)).astype(np.uint8), "finite ink value in 0..1"),
 ]
 
 
@@ -112,13 +111,13 @@ def test_04_1_judges_on_drawings_it_did_not_hand_out():
 def darker_only(rgb):  # the colour distance, but only where the pixel is darker than the paper
     gray = rgb.astype(float) @ GRAY
     paper = np.median(np.concatenate([gray[0], gray[-1], gray[:, 0], gray[:, -1]]))
-    return ex04.ink(rgb) * (gray <= paper + 8)
+    return checks.ink(rgb) * (gray <= paper + 8)
 
 
 REQUIREMENTS_04_1 = [
     ("a function ink(rgb)", "ink.py", "expected your function"),
-    ("one value per pixel, [H, W]", lambda rgb: ex04.ink(rgb)[:, :, None], "per pixel"),
-    ("values in 0..1", lambda rgb: 255 * ex04.ink(rgb), "finite ink value in 0..1"),
+    ("one value per pixel, [H, W]", lambda rgb: checks.ink(rgb)[:, :, None], "per pixel"),
+    ("values in 0..1", lambda rgb: 255 * checks.ink(rgb), "finite ink value in 0..1"),
     ("0 on bare paper", against_white, "the bounding box is the whole page"),
     (
         "paper of any colour",
@@ -154,7 +153,7 @@ def absolute_distance(
 
 
 def transposed(rgb):  # [W, H]
-    return ex04.ink(rgb).T
+    return checks.ink(rgb).T
 
 
 def mean_colour_paper(rgb):  # the mean colour of the whole drawing as paper (strokes pull it)
@@ -255,21 +254,21 @@ console.log(JSON.stringify(out));
 """
 )
 
-LOGITS = ex04.TOP3.replace("exps[d] / total", "row[d]")
-ASCENDING = ex04.TOP3.replace(".slice(0, 3);", ".slice(0, 3).reverse();")
-ROUNDED = ex04.TOP3.replace("exps[d] / total", "Number((exps[d] / total).toFixed(2))")
-OFF_BY_ONE = ex04.TOP3.replace(
+LOGITS = checks.TOP3.replace("exps[d] / total", "row[d]")
+ASCENDING = checks.TOP3.replace(".slice(0, 3);", ".slice(0, 3).reverse();")
+ROUNDED = checks.TOP3.replace("exps[d] / total", "Number((exps[d] / total).toFixed(2))")
+OFF_BY_ONE = checks.TOP3.replace(
     "logits.subarray(i * 10, (i + 1) * 10)", "logits.subarray(i * 10 + 1, (i + 1) * 10 + 1)"
 )
-WHOLE_BATCH = ex04.TOP3.replace("Math.max(...row)", "Math.max(...logits)").replace(
+WHOLE_BATCH = checks.TOP3.replace("Math.max(...row)", "Math.max(...logits)").replace(
     "exps.reduce((a, b) => a + b, 0)",
     "logits.reduce((a, v) => a + Math.exp(v - Math.max(...logits)), 0)",
 )
-NAMES_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"').replace(
+NAMES_TYPED = checks.TOP3.replace("session.inputNames[0]", '"image"').replace(
     "session.outputNames[0]", '"logits"'
 )
-FIRST_ONLY = ex04.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i < 1; i++)")
-SYNTAX_ERROR = ex04.TOP3.replace("const top3 = [];", "const top3 = [;")
+FIRST_ONLY = checks.TOP3.replace("for (let i = 0; i < n; i++)", "for (let i = 0; i < 1; i++)")
+SYNTAX_ERROR = checks.TOP3.replace("const top3 = [];", "const top3 = [;")
 
 
 def script(tmp_path, text, name="top3.mjs"):
@@ -284,7 +283,7 @@ NOTEBOOK_01_FILE = NAMES_TYPED.replace(
 FIXED_PIXELS = (
     Path(tempfile.mkdtemp(prefix="ex04_")) / "test_pixels.f32"
 )  # notebook 04's file, at a fixed path
-NOTEBOOK_PIXELS = ex04.TOP3.replace(
+NOTEBOOK_PIXELS = checks.TOP3.replace(
     "readFileSync(pixelsPath)", f"readFileSync({str(FIXED_PIXELS)!r})"
 )
 
@@ -297,15 +296,15 @@ def fixed_pixels_file():
     shutil.rmtree(FIXED_PIXELS.parent)
 
 
-INPUT_TYPED = ex04.TOP3.replace("session.inputNames[0]", '"image"')
-OUTPUT_TYPED = ex04.TOP3.replace("session.outputNames[0]", '"logits"')
-NOT_JSON = ex04.TOP3.replace("console.log(JSON.stringify(top3));", "console.log(top3);")
-LABELS_KEY = ex04.TOP3.replace("top3.push({ digits,", "top3.push({ labels: digits,")
-TOP_TWO = ex04.TOP3.replace(".slice(0, 3)", ".slice(0, 2)")
-DIGITS_AS_STRINGS = ex04.TOP3.replace(
+INPUT_TYPED = checks.TOP3.replace("session.inputNames[0]", '"image"')
+OUTPUT_TYPED = checks.TOP3.replace("session.outputNames[0]", '"logits"')
+NOT_JSON = checks.TOP3.replace("console.log(JSON.stringify(top3));", "console.log(top3);")
+LABELS_KEY = checks.TOP3.replace("top3.push({ digits,", "top3.push({ labels: digits,")
+TOP_TWO = checks.TOP3.replace(".slice(0, 3)", ".slice(0, 2)")
+DIGITS_AS_STRINGS = checks.TOP3.replace(
     "top3.push({ digits,", "top3.push({ digits: digits.map(String),"
 )
-PERCENT = ex04.TOP3.replace("exps[d] / total", "100 * exps[d] / total")
+PERCENT = checks.TOP3.replace("exps[d] / total", "100 * exps[d] / total")
 
 REQUIREMENTS_04_2 = [
     ("the path of a script", None, "expected the path of your script"),
@@ -386,7 +385,7 @@ def test_04_2_the_renamed_copy_has_other_weights(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text", [ex04.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"]
+    "text", [checks.TOP3, BY_ARGMAX, BY_PAIRS], ids=["solution", "argmax-loop", "sorted-pairs"]
 )
 def test_04_2_correct_answers_pass(tmp_path, text):
     feedback = check("04.2", script(tmp_path, text))
@@ -395,4 +394,4 @@ def test_04_2_correct_answers_pass(tmp_path, text):
 
 def test_04_2_the_answer_must_be_a_script(tmp_path):
     assert "expected the path of your script" in check("04.2", tmp_path / "missing.mjs").message
-    assert "expected the path of your script" in check("04.2", ex04.TOP3).message
+    assert "expected the path of your script" in check("04.2", checks.TOP3).message

@@ -1,12 +1,14 @@
-"""Every exercise is solvable (its worked solution passes its check) and its check can fail."""
+"""Every exercise is solvable (its reference answer passes its check), its check can fail, its text and its
+checks module agree, and a check's seed repeats its cases."""
 
 from __future__ import annotations
 
-import importlib
+import hashlib
+import re
 
 import pytest
 
-from helpers.grading.exercises import Feedback, all_exercises, check
+from helpers.grading.exercises import CHECK_MODULES, Feedback, all_exercises, check, reference
 
 EXERCISES = sorted(all_exercises())
 
@@ -21,10 +23,8 @@ def test_every_notebook_has_two_or_three_exercises():
 
 
 @pytest.mark.parametrize("exercise_id", EXERCISES)
-def test_worked_solution_passes_its_check(exercise_id, tmp_path):
-    number, k = exercise_id.split(".")
-    solutions = importlib.import_module(f"solutions.ex{number}")
-    answer = getattr(solutions, f"solve_{int(k)}")(tmp_path)
+def test_reference_answer_passes_its_check(exercise_id, tmp_path):
+    answer = reference(exercise_id)(tmp_path)
     feedback = check(exercise_id, answer)
     assert isinstance(feedback, Feedback)
     assert feedback.ok, str(feedback)
@@ -39,7 +39,6 @@ def test_a_wrong_answer_is_told_what_is_wrong(exercise_id):
 
 def test_the_registry_holds_every_checks_module_and_each_only_its_notebook():
     from helpers.data.paths import REPO_ROOT
-    from helpers.grading.exercises import CHECK_MODULES
 
     on_disk = sorted(
         p.stem[2:] for p in (REPO_ROOT / "helpers" / "grading" / "checks").glob("ex[0-9][0-9].py")
@@ -68,3 +67,57 @@ def test_exercise_notebook_mentions_its_checks():
             assert f'check("{exercise_id}"' in text, (
                 f'{path.name} does not show check("{exercise_id}", ...)'
             )
+
+
+def _exercise_items(notebook) -> dict[str, str]:
+    """The notebook's "## Exercises" cell: {"NN.K": the text of item K}."""
+    import nbformat
+
+    sections = [
+        re.split(r"^## Exercises$", c.source, flags=re.MULTILINE)[-1]
+        for c in nbformat.read(notebook, as_version=4).cells
+        if c.cell_type == "markdown" and re.search(r"^## Exercises$", c.source, flags=re.MULTILINE)
+    ]
+    assert len(sections) == 1, f"{notebook.name} has {len(sections)} '## Exercises' headings"
+    parts = re.split(r"^(\d+)\. ", sections[0], flags=re.MULTILINE)  # text, "1", item 1, "2", ...
+    return {f"{notebook.name[:2]}.{k}": text for k, text in zip(parts[1::2], parts[2::2])}
+
+
+def test_each_exercise_text_matches_its_checks_module():
+    from helpers.pipeline.artifacts import notebook_paths
+
+    for notebook in notebook_paths():
+        items, module = _exercise_items(notebook), CHECK_MODULES[notebook.name[:2]]
+        assert sorted(items) == sorted(module.CHECKS), (
+            f"{notebook.name}'s exercises {sorted(items)}, its checks {sorted(module.CHECKS)}"
+        )
+        for exercise_id, text in items.items():
+            assert f'check("{exercise_id}", ' in text, (
+                f"item {exercise_id} does not state its check"
+            )
+            assert callable(reference(exercise_id)), f"no reference answer for {exercise_id}"
+
+
+def _ink_cases(seed):
+    """Fingerprints of the drawings check("04.1", ...) hands an ink function, and the feedback."""
+    from helpers.grading.checks.ex04 import ink
+
+    seen = []
+
+    def recording_ink(rgb):
+        seen.append(hashlib.sha256(rgb.tobytes()).hexdigest()[:12] + str(rgb.shape))
+        return ink(rgb)
+
+    feedback = check("04.1", recording_ink, seed=seed)
+    assert feedback.ok, str(feedback)
+    return seen, feedback
+
+
+def test_a_seed_repeats_its_cases_and_each_call_draws_a_new_one():
+    first, feedback = _ink_cases(seed=123_456)
+    again, _ = _ink_cases(seed=123_456)
+    assert first and first == again
+    assert 'check("04.1", recording_ink, seed=123456) repeats these cases' in str(feedback)
+    unseeded, other = _ink_cases(seed=None), _ink_cases(seed=None)
+    assert unseeded[1].seed != other[1].seed and unseeded[0] != other[0]
+    assert f"seed={unseeded[1].seed})" in str(unseeded[1])

@@ -2,12 +2,46 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 
 class Wrong(Exception):
     """Raised inside a checker with a message telling the learner what is not right yet."""
+
+
+# The seed of the check running now: ``helpers.grading.exercises.check`` draws a fresh one per call (or takes
+# the learner's ``seed=``) and sets it here; checkers make their inputs with ``rng()``, so a case repeats.
+_SEED: contextvars.ContextVar[int] = contextvars.ContextVar("exercise_seed")
+
+
+@contextmanager
+def seeded(value: int):
+    """Meanwhile ``seed()`` is ``value`` (``check`` wraps each checker call in it)."""
+    token = _SEED.set(int(value))
+    try:
+        yield int(value)
+    finally:
+        _SEED.reset(token)
+
+
+def seed() -> int:
+    """The seed of the check running now (a checker called outside ``check`` gets an error naming it)."""
+    try:
+        return _SEED.get()
+    except LookupError:
+        raise RuntimeError(
+            "no exercise seed is set: call the checker through helpers.grading.exercises.check"
+        ) from None
+
+
+def rng(stream: int = 0):
+    """A numpy Generator from the check's seed; ``stream`` gives independent draws for separate purposes."""
+    import numpy as np
+
+    return np.random.default_rng([seed(), stream])
 
 
 def as_model_path(answer) -> Path:

@@ -16,6 +16,7 @@ from helpers.grading.checks._common import (
     Wrong,
     reference_logits,
     require_callable,
+    rng,
     session,
     test_images,
     write_varied_copy,
@@ -64,7 +65,8 @@ def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
 def _check_ink(answer):
     """04.1: ``ink(rgb uint8 [H, W, 3]) -> float [H, W] in 0..1``, 0 on bare paper, about 1 on strokes."""
     ink = require_callable(answer, "ink(rgb) -> float array [H, W] in 0..1")
-    drawings, truths, _, described = coloured_drawings(24, seed=4041, any_colour=True)
+    fresh = int(rng(1).integers(2**31))  # the check's seed: other drawings each call
+    drawings, truths, _, described = coloured_drawings(24, seed=fresh, any_colour=True)
     for rgb, truth, what in zip(drawings, truths, described):
         try:
             result = np.asarray(ink(rgb.copy()), dtype=np.float64)
@@ -103,11 +105,11 @@ def _check_ink(answer):
     ]
 
 
-# The models 04.2 runs a script with: description -> (copy's input, output, seed, number of images); None: the file
+# The models 04.2 runs a script with: description -> (copy's input, output, rng stream, number of images); None: the file
 # itself. The copy has other names and other weights (moved without training), so only the model given counts.
 TOP3_MODELS = {
     "notebook 01's model": (None, None, 0, 17),
-    "a copy with other tensor names and other weights": ("pixel_batch", "class_scores", 4042, 23),
+    "a copy with other tensor names and other weights": ("pixel_batch", "class_scores", 3, 23),
 }
 
 
@@ -180,15 +182,20 @@ def _check_top3(answer):
     if shutil.which("node") is None:
         raise Wrong("node is not on PATH: install Node.js 18 or newer (make setup does)")
     script, original = Path(answer), built_artifact("mnist_mlp_pytorch.onnx")
-    pool = test_images(2000)[0][np.random.default_rng(42).choice(2000, 40, replace=False)]
+    pool = test_images(10_000)[0][rng(2).choice(10_000, 40, replace=False)]
     start = 0
     with tempfile.TemporaryDirectory(prefix="check-04.2-models-") as folder:
-        for which, (name_in, name_out, seed, n) in TOP3_MODELS.items():
+        for which, (name_in, name_out, stream, n) in TOP3_MODELS.items():
             model = (
                 original
                 if name_in is None
                 else write_varied_copy(
-                    original, Path(folder) / "copy.onnx", seed, name_in, name_out, 0.8
+                    original,
+                    Path(folder) / "copy.onnx",
+                    int(rng(stream).integers(2**31)),
+                    name_in,
+                    name_out,
+                    0.8,
                 )
             )
             images, start = pool[start : start + n], start + n
@@ -261,3 +268,50 @@ def _judge_top3(digits, probabilities, logits, images, which: str) -> None:
 
 
 CHECKS = {"04.1": _check_ink, "04.2": _check_top3}
+
+
+# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+
+
+def ink(rgb: np.ndarray) -> np.ndarray:
+    """Ink 0..1 of a drawing in one ink colour on paper of any other colour: how far each pixel's colour is from
+    the paper's (the median of the border), relative to the farthest colours in the drawing (the full strokes)."""
+    pixels = rgb.astype(np.float64)
+    border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    distance = np.linalg.norm(pixels - np.median(border, axis=0), axis=-1)
+    return np.clip(distance / max(np.percentile(distance, 99.5), 1e-6), 0, 1)
+
+
+TOP3 = """\
+// node top3.mjs MODEL.onnx PIXELS.f32: each image's three most probable digits and their probabilities, as JSON
+import { readFileSync } from "node:fs";
+import * as ort from "onnxruntime-web";
+
+const [modelPath, pixelsPath] = process.argv.slice(2);
+const bytes = readFileSync(pixelsPath);
+const data = new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4);
+const n = data.length / (28 * 28);
+
+const session = await ort.InferenceSession.create(modelPath);
+const results = await session.run({ [session.inputNames[0]]: new ort.Tensor("float32", data, [n, 1, 28, 28]) });
+const logits = results[session.outputNames[0]].data;
+const top3 = [];
+for (let i = 0; i < n; i++) {
+  const row = Array.from(logits.subarray(i * 10, (i + 1) * 10));
+  const exps = row.map((v) => Math.exp(v - Math.max(...row)));  // softmax of this image's logits
+  const total = exps.reduce((a, b) => a + b, 0);
+  const digits = [...row.keys()].sort((a, b) => row[b] - row[a]).slice(0, 3);
+  top3.push({ digits, probabilities: digits.map((d) => exps[d] / total) });
+}
+console.log(JSON.stringify(top3));
+"""
+
+
+def solve_1(tmp_path: Path):
+    return ink
+
+
+def solve_2(tmp_path: Path):
+    path = Path(tmp_path) / "top3.mjs"
+    path.write_text(TOP3)
+    return path
