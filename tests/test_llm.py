@@ -129,6 +129,27 @@ def test_run_builder_runs_the_command_once_per_command(isolated_cache, tmp_path,
     assert "accuracy_level=1" in (out / "model.onnx").read_text(), "a changed command rebuilds"
 
 
+def test_cached_int4_model_runs_the_callers_command_when_nothing_is_cached(
+    isolated_cache, tmp_path, monkeypatch
+):
+    (tmp_path / "fake_builder.py").write_text(FAKE_BUILDER)
+    monkeypatch.setattr(llm, "BUILDER", ["python", str(tmp_path / "fake_builder.py")])
+    hf = tmp_path / "smol-hf-wheel"
+    hf.mkdir()
+    (hf / "config.json").write_text(json.dumps({"num_hidden_layers": 2}))
+    monkeypatch.setattr(llm, "hf_folder_from_wheel", lambda log: hf)
+    asked = []
+
+    def command(hf_dir, out_dir):
+        asked.append((hf_dir, out_dir))
+        return f"python {tmp_path / 'fake_builder.py'} -i {hf_dir} -o {out_dir} -p int4 -e cpu"
+
+    folder = llm.cached_int4_model(command, log=quiet)
+    assert asked == [(hf, folder)] and folder.name == "smol-hf-wheel-int4"
+    assert "-p int4 -e cpu" in (folder / "model.onnx").read_text()
+    assert llm.cached_int4_model(command, log=quiet) == folder and len(asked) == 1, "reused"
+
+
 def test_run_builder_refuses_what_is_not_the_builder():
     with pytest.raises(ValueError, match="expected 'python -m onnxruntime_genai.models.builder -i"):
         llm.run_builder(
@@ -456,7 +477,9 @@ def test_chat_box_sends_streams_marks_cut_answers_and_starts_new_conversations()
 # ---------------------------------------------------------------- the real cache
 def test_cached_int4_model_is_notebook_07s_build_and_is_reused(monkeypatch):
     """Builds the model into the real cache first if needed (notebook 07 normally has), then forbids rebuilding."""
-    folder = llm.cached_int4_model()
+    from helpers.lessons import int4_command  # notebook 07's #@save definition
+
+    folder = llm.cached_int4_model(int4_command)
     assert llm.is_complete(folder, llm.MODEL_FILES) and folder.name.endswith("-int4")
     recipe = json.loads((folder / llm.MARKER).read_text())["recipe"]["command"]
     assert recipe[:3] == llm.BUILDER and recipe[recipe.index("-p") + 1] == "int4" and "-i" in recipe
@@ -466,6 +489,6 @@ def test_cached_int4_model_is_notebook_07s_build_and_is_reused(monkeypatch):
 
     monkeypatch.setattr(llm, "run_child", forbidden)
     monkeypatch.setattr(llm, "hf_folder_from_wheel", forbidden)
-    assert llm.cached_int4_model() == folder
+    assert llm.cached_int4_model(int4_command) == folder
     config = json.loads((folder / "genai_config.json").read_text())
     assert config["model"]["decoder"]["num_hidden_layers"] > 0

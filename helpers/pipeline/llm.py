@@ -226,16 +226,16 @@ def hf_folder_from_wheel(log: Callable[[str], None] = print) -> Path:
     )
 
 
-def cached_int4_model(log: Callable[[str], None] = print) -> Path:
-    """The int4 model notebook 07 built, else the same build (its ``int4_command``) from the wheel."""
-    from helpers.lessons import int4_command
-
+def cached_int4_model(
+    command: Callable[[Path, Path], str], log: Callable[[str], None] = print
+) -> Path:
+    """The int4 model notebook 07 built, else ``command(hf_dir, out_dir)`` (its ``int4_command``) run on the wheel."""
     genai = cache_dir("llm", "genai")
     for folder in sorted(genai.glob("*-int4")):
         if is_complete(folder, MODEL_FILES):
             return folder
     hf_dir = hf_folder_from_wheel(log)
-    return run_builder(int4_command(hf_dir, genai / f"{hf_dir.name}-int4"), log=log)
+    return run_builder(command(hf_dir, genai / f"{hf_dir.name}-int4"), log=log)
 
 
 if (
