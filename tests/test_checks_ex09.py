@@ -208,6 +208,7 @@ AUDIT_REQUIREMENTS = [
     ("duplicates listed once", _dup_every_time, ["'duplicated'", "more than once"]),
     ("unexpected ids", lambda e, w: {**audit(e, w), "unexpected": []}, ["'unexpected'"]),
     ("sorted", lambda e, w: {k: v[::-1] for k, v in audit(e, w).items()}, ["not sorted"]),
+    ("lists", lambda e, w: {k: set(v) for k, v in audit(e, w).items()}, ["got a set", "no order"]),
     (
         "ints",
         lambda e, w: {k: [str(i) for i in v] for k, v in audit(e, w).items()},

@@ -234,6 +234,10 @@ def made_up_job(rng) -> tuple[np.ndarray, np.ndarray, dict]:
 
 
 def _as_int_list(value, key: str) -> list:
+    if isinstance(value, (set, frozenset)):
+        raise Wrong(
+            f"expected {key!r} as a sorted list of ints, got a {type(value).__name__}: it has no order"
+        )
     try:
         items = list(value)
     except TypeError as err:
