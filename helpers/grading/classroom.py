@@ -1,0 +1,421 @@
+"""The series' exercises as an nbgrader course: one assignment per notebook with exercises.
+
+``python -m helpers.grading.classroom generate --course classroom`` writes ``source/<notebook>/<notebook>.ipynb``
+for nbgrader (TEACHING.md has the teacher's other commands). Per exercise ``NN.K`` an assignment holds:
+
+- the exercise's text from the notebook's "## Exercises" list, and the line saying the answer goes in ``answer``;
+- an answer cell: the reference answer between nbgrader's solution markers, generated from the checks module
+  (``solve_K`` and the module-level imports, functions, classes and constants it uses, found by AST), then
+  ``answer = solve_K(Path.cwd())``; ``nbgrader generate_assignment`` leaves learners a stub in its place;
+- an autograder cell worth ``POINTS``: ``check("NN.K", answer)``, the learner's own checker, its words printed.
+
+Before the exercises, one read-only set-up cell: ``check``'s import and the statements of the notebook's
+"## Setup" cells that bind a name the exercises use (a name in the code of their text, or one their references
+import), with the set-up statements those need; the rest of the notebook stays out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import builtins
+import importlib.util
+import inspect
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import nbformat
+
+from helpers.data.paths import NOTEBOOKS, REPO_ROOT
+from helpers.grading import exercises
+
+COURSE_TEMPLATE = (
+    REPO_ROOT / "classroom"
+)  # nbgrader_config.py; what nbgrader writes beside it is git-ignored
+POINTS = 1  # per exercise
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+ANSWER_LINE = (
+    "Leave your answer, what you would pass to `check`, in a variable named `answer`: the cell after yours "
+    'grades it with `check("{eid}", answer)`.'
+)
+
+
+def reference_function(exercise_id: str) -> Callable[[Path], Any]:
+    """The teacher's ``solve_K(workdir)`` for ``exercise_id``: the one place the generator reads references."""
+    return exercises.reference(exercise_id)
+
+
+# --- the reference answer's code, read from its module -------------------------------------------------------
+
+
+def _bound_names(node: ast.AST) -> set[str]:
+    """Names a statement binds at its own level (imports, defs, assignment targets)."""
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets = {
+        ast.Assign: lambda n: n.targets,
+        ast.AnnAssign: lambda n: [n.target],
+        ast.AugAssign: lambda n: [n.target],
+        ast.For: lambda n: [n.target],
+        ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars],
+    }.get(type(node))
+    if targets is None:
+        return set()
+    return {
+        leaf.id
+        for target in targets(node)
+        for leaf in ast.walk(target)
+        if isinstance(leaf, ast.Name)
+    }
+
+
+def _free_names(node: ast.AST) -> set[str]:
+    """Names ``node`` reads and does not bind itself (a function's parameters and locals are its own)."""
+    loads, local = set(), set()
+    for leaf in ast.walk(node):
+        if isinstance(leaf, ast.Name):
+            (loads if isinstance(leaf.ctx, ast.Load) else local).add(leaf.id)
+        elif isinstance(leaf, ast.arg):
+            local.add(leaf.arg)
+        elif isinstance(leaf, ast.Import | ast.ImportFrom):
+            local |= _bound_names(leaf)
+        elif (
+            isinstance(leaf, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and leaf is not node
+        ):
+            local.add(leaf.name)
+    return loads - local
+
+
+def _statement_text(lines: list[str], node: ast.stmt) -> str:
+    """The statement's lines with its decorators and the comment lines right above it."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
+    while first > 0 and lines[first - 1].lstrip().startswith("#"):
+        first -= 1
+    return "\n".join(lines[first : node.end_lineno])
+
+
+def _import_line(node: ast.Import | ast.ImportFrom, names: set[str], package: str) -> str:
+    """``node`` limited to the aliases binding ``names``; a relative import made absolute."""
+    aliases = [a for a in node.names if (a.asname or a.name).split(".")[0] in names]
+    spelled = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in aliases)
+    if isinstance(node, ast.Import):
+        return f"import {spelled}"
+    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+    return f"from {module} import {spelled}"
+
+
+def reference_code(exercise_id: str) -> str:
+    """The answer cell's code: ``solve_K``, what it uses from its module, and the line that sets ``answer``."""
+    solve = reference_function(exercise_id)
+    module = inspect.getmodule(solve)
+    source = inspect.getsource(module)
+    lines, tree = source.splitlines(), ast.parse(source)
+    bindings: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            for name in _bound_names(node):
+                bindings.setdefault(name, node)
+    if solve.__name__ not in bindings:
+        raise ValueError(
+            f"{module.__name__}.{solve.__name__} is not defined at its module's top level"
+        )
+    used: dict[ast.stmt, set[str]] = {}  # statement -> the names it is needed for
+    todo = [solve.__name__, "Path"]  # Path: the line that calls solve_K
+    while todo:
+        name = todo.pop()
+        node = bindings.get(name)
+        if node is None or name in used.get(node, set()):
+            if node is None and name not in vars(builtins):
+                raise ValueError(
+                    f"{module.__name__}: {name!r} is used by the reference but not defined"
+                )
+            continue
+        first_time = node not in used
+        used.setdefault(node, set()).add(name)
+        if first_time:
+            todo += sorted(_free_names(node))
+    ordered = sorted(used, key=lambda n: n.lineno)
+    package = module.__package__ or ""
+    imports = [
+        _import_line(n, used[n], package)
+        for n in ordered
+        if isinstance(n, ast.Import | ast.ImportFrom)
+    ]
+    if not any(re.search(r"\bPath\b", line) for line in imports):
+        imports.insert(0, "from pathlib import Path")
+    definitions = [
+        _statement_text(lines, n)
+        for n in ordered
+        if not isinstance(n, ast.Import | ast.ImportFrom)
+        and not _statement_text(lines, n).lstrip().startswith("# Reference answers")
+    ]
+    blocks = ["\n".join(imports), *definitions, f"answer = {solve.__name__}(Path.cwd())"]
+    return "\n\n\n".join(blocks)
+
+
+# --- the notebook's exercise texts and set-up ---------------------------------------------------------------
+
+
+def exercise_texts(notebook: nbformat.NotebookNode, number: str) -> dict[str, str]:
+    """``{"NN.K": the text of item K}`` of the notebook's "## Exercises" numbered list (items at line start)."""
+    cells = [
+        c.source
+        for c in notebook.cells
+        if c.cell_type == "markdown" and re.search(r"^## Exercises$", c.source, flags=re.MULTILINE)
+    ]
+    if len(cells) != 1:
+        raise ValueError(f"notebook {number}: expected one '## Exercises' cell, found {len(cells)}")
+    listed = re.split(r"^(\d+)\. ", cells[0].split("## Exercises", 1)[1], flags=re.MULTILINE)[1:]
+    texts = {}
+    for k, body in zip(listed[::2], listed[1::2]):
+        first, _, rest = body.rstrip().partition("\n")
+        texts[f"{number}.{k}"] = (first + "\n" + textwrap.dedent(rest)).strip()
+    return texts
+
+
+def setup_statements(notebook: nbformat.NotebookNode, wanted: set[str]) -> list[str]:
+    """Statements of the notebook's "## Setup" code cells binding a ``wanted`` name, with those they need."""
+    statements, in_setup = [], False
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and re.match(r"^## ", cell.source):
+            in_setup = cell.source.startswith("## Setup")
+        elif cell.cell_type == "code" and in_setup:
+            lines = cell.source.splitlines()
+            statements += [(n, _statement_text(lines, n)) for n in ast.parse(cell.source).body]
+    kept: set[int] = set()
+    wanted = set(wanted)
+    grew = True
+    while grew:
+        grew = False
+        for i, (node, _) in enumerate(statements):
+            if i not in kept and _bound_names(node) & wanted:
+                kept.add(i)
+                wanted |= _free_names(node)
+                grew = True
+    return [text for i, (_, text) in enumerate(statements) if i in kept]
+
+
+def _names_in_text(text: str) -> set[str]:
+    """Identifiers in the text's code spans (`...`)."""
+    return {
+        name
+        for span in re.findall(r"`([^`]+)`", text)
+        for name in re.findall(r"[A-Za-z_]\w*", span)
+    }
+
+
+def _names_imported(code: str) -> set[str]:
+    return {
+        name
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in _bound_names(node)
+    }
+
+
+# --- the source notebook ------------------------------------------------------------------------------------
+
+
+def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3}
+    meta["solution"] = solution
+    if grade:
+        meta["points"] = POINTS
+    return {"nbgrader": meta}
+
+
+def autograder_code(exercise_id: str) -> str:
+    return (
+        "from helpers.grading.exercises import check\n\n"
+        f'feedback = check("{exercise_id}", answer)\n'
+        "print(feedback)\n"
+        f'assert feedback.ok, "exercise {exercise_id} is not right yet: the lines above say why"'
+    )
+
+
+def assignment_notebook(path: Path) -> nbformat.NotebookNode:
+    """The nbgrader source notebook of the series' notebook ``path``."""
+    notebook = nbformat.read(path, as_version=4)
+    number = path.name[:2]
+    texts = exercise_texts(notebook, number)
+    checked = sorted(e for e in exercises.all_exercises() if e.startswith(number + "."))
+    if sorted(texts) != checked:
+        raise ValueError(f"{path.name}: its exercise list {sorted(texts)} != its checks {checked}")
+    answers = {eid: reference_code(eid) for eid in texts}
+    wanted = set().union(
+        *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
+    )
+    setup = "\n".join(
+        ["from helpers.grading.exercises import check", *setup_statements(notebook, wanted)]
+    )
+    title = notebook.cells[0].source.splitlines()[0].lstrip("# ")
+    cells = [
+        nbformat.v4.new_markdown_cell(
+            f"# {title}: exercises\n\n"
+            f"The exercises of notebook `{path.name}`. Write each answer in the cell under its text, leaving it in "
+            "`answer`; the cell after yours runs `check` on it, which says what is right or what is still wrong "
+            "(run it as often as you like). Run the set-up cell first.",
+            id="title",
+            metadata=_nbgrader("title", locked=True),
+        ),
+        nbformat.v4.new_code_cell(setup, id="setup", metadata=_nbgrader("setup", locked=True)),
+    ]
+    for eid, text in texts.items():
+        slug = eid.replace(".", "_")
+        cells += [
+            nbformat.v4.new_markdown_cell(
+                f"## Exercise {eid}\n\n{text}\n\n{ANSWER_LINE.format(eid=eid)}",
+                id=f"text-{slug}",
+                metadata=_nbgrader(f"text_{slug}", locked=True),
+            ),
+            nbformat.v4.new_code_cell(
+                f"{BEGIN}\n{answers[eid]}\n{END}",
+                id=f"answer-{slug}",
+                metadata=_nbgrader(f"answer_{slug}", solution=True),
+            ),
+            nbformat.v4.new_code_cell(
+                autograder_code(eid),
+                id=f"check-{slug}",
+                metadata=_nbgrader(f"check_{slug}", grade=True, locked=True),
+            ),
+        ]
+    return nbformat.v4.new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": notebook.metadata["kernelspec"],
+            "language_info": notebook.metadata.get("language_info", {"name": "python"}),
+        },
+    )
+
+
+def _write(notebook: nbformat.NotebookNode, path: Path) -> None:
+    """Written to a temporary name, read back, then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    nbformat.write(notebook, partial)
+    nbformat.validate(nbformat.read(partial, as_version=4))
+    partial.replace(path)
+
+
+def generate(course: Path, numbers: list[str] | None = None) -> list[str]:
+    """Write ``course/source/<assignment>/<assignment>.ipynb`` for each notebook (or those of ``numbers``);
+    a course folder other than the template gets the template's ``nbgrader_config.py``. Returns the ids."""
+    course = Path(course).resolve()
+    course.mkdir(parents=True, exist_ok=True)
+    config = course / "nbgrader_config.py"
+    if course != COURSE_TEMPLATE.resolve():
+        shutil.copyfile(COURSE_TEMPLATE / "nbgrader_config.py", config)
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if numbers:
+        unknown = sorted(set(numbers) - {p.name[:2] for p in paths})
+        if unknown:
+            raise ValueError(
+                f"no notebook numbered {unknown}; known: {[p.name[:2] for p in paths]}"
+            )
+        paths = [p for p in paths if p.name[:2] in numbers]
+    written = []
+    for path in paths:
+        if not any(e.startswith(path.name[:2] + ".") for e in exercises.all_exercises()):
+            continue  # a notebook without exercises is no assignment
+        assignment = path.stem
+        _write(assignment_notebook(path), course / "source" / assignment / path.name)
+        written.append(assignment)
+    return written
+
+
+# --- plumbing for the tests and the teacher's timing ---------------------------------------------------------
+
+
+def solutions(notebook: nbformat.NotebookNode) -> dict[str, str]:
+    """``{grade_id: code between the solution markers}`` of a source notebook's answer cells."""
+    return {
+        c.metadata["nbgrader"]["grade_id"]: c.source.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n")
+        for c in notebook.cells
+        if c.metadata.get("nbgrader", {}).get("solution") and BEGIN in c.source
+    }
+
+
+def nbgrader(course: Path, *args: str, timeout: float = 1800) -> str:
+    """Run ``nbgrader ARGS`` in ``course`` with this Python; its console output, or an error holding it.
+
+    nbgrader runs its database migrations with the ``alembic`` command, found on PATH: this Python's ``bin``
+    is put first on PATH (as an activated venv does)."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PATH": os.pathsep.join([bin_dir, os.environ.get("PATH", "")])}
+    run = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args],
+        cwd=course,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    output = run.stdout + run.stderr
+    if run.returncode != 0:
+        raise RuntimeError(
+            f"nbgrader {' '.join(args)} exited with {run.returncode}:\n{output[-6000:]}"
+        )
+    return output
+
+
+def cell_seconds(notebook: nbformat.NotebookNode) -> dict[str, float]:
+    """``{grade_id: seconds}`` of an executed (e.g. autograded) notebook, from the timing nbclient records."""
+    seconds = {}
+    for cell in notebook.cells:
+        timing = cell.metadata.get("execution", {})
+        if "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            start, end = (
+                datetime.fromisoformat(timing[k].replace("Z", "+00:00"))
+                for k in ("iopub.execute_input", "shell.execute_reply")
+            )
+            name = cell.metadata.get("nbgrader", {}).get("grade_id", cell.get("id", "?"))
+            seconds[name] = (end - start).total_seconds()
+    return seconds
+
+
+def timings(course: Path) -> dict[str, dict[str, float]]:
+    """Seconds per cell of every autograded notebook of the course: ``{"student/assignment": {cell: s}}``."""
+    return {
+        f"{p.parent.parent.name}/{p.parent.name}": cell_seconds(nbformat.read(p, as_version=4))
+        for p in sorted(Path(course).glob("autograded/*/*/*.ipynb"))
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m helpers.grading.classroom", description=__doc__
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="write the course's source/ from the notebooks")
+    gen.add_argument("--course", type=Path, default=COURSE_TEMPLATE, help="the course folder")
+    gen.add_argument("numbers", nargs="*", help="notebook numbers (default: all with exercises)")
+    times = commands.add_parser("timings", help="seconds per autograded cell, slowest first")
+    times.add_argument("--course", type=Path, default=COURSE_TEMPLATE, help="the course folder")
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        for assignment in generate(args.course, args.numbers):
+            print(args.course / "source" / assignment / f"{assignment}.ipynb")
+        return
+    rows = [
+        (seconds, f"{name}: {cell}")
+        for name, cells in timings(args.course).items()
+        for cell, seconds in cells.items()
+    ]
+    if not rows:
+        raise SystemExit(f"no autograded notebook under {args.course / 'autograded'}")
+    for seconds, where in sorted(rows, reverse=True):
+        print(f"{seconds:8.1f} s  {where}")
+
+
+if __name__ == "__main__":
+    main()
