@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 
-MARK = "#@save"
+# the first line of a saved cell: d2l writes #@save, ruff format (run on the notebooks) writes "# @save"
+MARK = re.compile(r"#\s*@save")
 # cells that import a framework go to its own module, so helpers.lessons stays numpy-only (d2l: d2l/torch.py)
 FRAMEWORK_MODULES = {"torch": "lessons_torch"}
 PLAIN_MODULE = "lessons"
@@ -20,12 +22,13 @@ Edit the notebook cell named above each definition, then run ``python -m helpers
 
 
 def save_cells(notebook: Path) -> list[str]:
-    """Source of ``notebook``'s code cells that start with ``#@save``, the mark line removed, in order."""
-    return [
-        cell.source.lstrip().partition("\n")[2]
-        for cell in nbformat.read(notebook, as_version=4).cells
-        if cell.cell_type == "code" and cell.source.lstrip().startswith(MARK)
-    ]
+    """Source of ``notebook``'s code cells whose first line is the mark (``#@save``), without it, in order."""
+    cells = []
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        first, _, rest = cell.source.lstrip().partition("\n")
+        if cell.cell_type == "code" and MARK.fullmatch(first.strip()):
+            cells.append(rest)
+    return cells
 
 
 def _split(source: str, where: str) -> tuple[list[str], str, set[str], set[str]]:
