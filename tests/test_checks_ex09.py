@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tables import accepted, refused, right, rows
 
-from solutions.ex09 import Top2, audit
+from helpers.grading.checks.ex09 import Top2, audit
 
 
 def _pixels(batch):
