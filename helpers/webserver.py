@@ -1,4 +1,11 @@
-"""Serves notebook 04's page, ONNX Runtime Web and the listed models on 127.0.0.1: ``python -m helpers.webserver``."""
+"""Serves notebook 04's page, ONNX Runtime Web and the listed models on 127.0.0.1: ``python -m helpers.webserver``.
+
+Everything the page loads comes from this repository (``web/``, ``node_modules/onnxruntime-web/dist``, the
+model files of ``artifacts/``), never from a CDN. ONNX Runtime Web (WebAssembly) is the one package that
+serves both Node.js and the browser, and ``npm ci`` installs it without downloading a native binary
+(``onnxruntime-node``'s install script fetches one from a host a class machine may not reach). The server
+listens on 127.0.0.1 only; ``--port 0`` picks a free port.
+"""
 
 from __future__ import annotations
 

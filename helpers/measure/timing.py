@@ -1,4 +1,11 @@
-"""The one timing loop of the series; timings are reported (medians, p90), never asserted."""
+"""The one timing loop of the series; timings are reported (medians, p90), never asserted.
+
+``time_calls`` is that loop. ``measure`` (notebooks 03, 04) adds a warm-up and the statistics;
+``helpers.measure.side_by_side.time_side_by_side`` (notebooks 05, 06) builds its interleaved rounds on it.
+``ONNX_PDF_BENCH_SCALE`` lengthens or shortens every loop. A speed depends on the machine, so it is a figure
+to print beside the machine's description (``helpers.measure.machine``), never a gate: the same asserts must
+pass on any CPU.
+"""
 
 from __future__ import annotations
 
