@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from helpers.measure.side_by_side import NOTEBOOK, RESULTS_FILE, load_results
+from helpers.measure.side_by_side import (
+    NOTEBOOK,
+    RESULTS_FILE,
+    load_results,
+    ratio_table,
+    targets_text,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,8 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from helpers.pipeline.artifacts import run_notebook
 
         run_notebook(NOTEBOOK)
-    from helpers.lessons import ratio_table, targets_text
-
     results = load_results(args.results)
     cpu = results["machine"]["cpu"]
     print(

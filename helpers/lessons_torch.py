@@ -5,6 +5,7 @@ Edit the notebook cell named above each definition, then run ``python -m helpers
 
 import torch
 from torch import nn
+
 from helpers.lessons import MNIST_MEAN, MNIST_STD
 
 
@@ -14,8 +15,14 @@ class MnistMLP(nn.Module):
         super().__init__()
         self.register_buffer("mean", torch.tensor(mean))
         self.register_buffer("std", torch.tensor(std))
-        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 256), nn.ReLU(),
-                                    nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+        self.layers = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(28 * 28, 256),
+            nn.ReLU(),
+            nn.Linear(256, 128),
+            nn.ReLU(),
+            nn.Linear(128, 10),
+        )
 
     def forward(self, image):
         return self.layers((image - self.mean) / self.std)
@@ -28,11 +35,14 @@ class MnistCNN(nn.Module):
         self.register_buffer("mean", torch.tensor(MNIST_MEAN))  # the contract: normalization inside
         self.register_buffer("std", torch.tensor(MNIST_STD))
         self.features = nn.Sequential(
-            nn.Conv2d(1, 8, kernel_size=3, stride=2, padding=1), nn.ReLU(),   # 28×28 -> 8×14×14
-            nn.Conv2d(8, 16, kernel_size=3, stride=2, padding=1), nn.ReLU(),  # -> 16×7×7
+            nn.Conv2d(1, 8, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),  # 28×28 -> 8×14×14
+            nn.Conv2d(8, 16, kernel_size=3, stride=2, padding=1),
+            nn.ReLU(),  # -> 16×7×7
         )
-        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(16 * 7 * 7, 128), nn.ReLU(),
-                                        nn.Linear(128, 10))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(16 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)
+        )
 
     def forward(self, image):
         return self.classifier(self.features((image - self.mean) / self.std))

@@ -1,4 +1,5 @@
-"""helpers.measure.side_by_side: the results schema, atomic writing, the ratio table and targets, interleaved timing."""
+"""helpers.measure.side_by_side: the results schema, atomic writing, the ratio table and targets, interleaved
+timing; helpers.benchmark, the command that prints the table."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ import numpy as np
 import pytest
 
 from helpers import benchmark
-from helpers.lessons import evaluate_targets, ratio_rows, ratio_table, targets_text
 from helpers.measure import side_by_side
-from helpers.measure.side_by_side import BenchmarkFormatError
+from helpers.measure.side_by_side import (
+    BenchmarkFormatError,
+    evaluate_targets,
+    ratio_rows,
+    ratio_table,
+    targets_text,
+)
 
 
 def variant(name, model, runtime, precision, size, accuracy, b1, b256):
@@ -302,35 +308,6 @@ def test_command_runs_notebook_06(results, tmp_path, monkeypatch, capsys):
     assert benchmark.main(["--results", str(path)]) == 0
     assert ran == ["06_benchmark_runtimes.ipynb"] and (NOTEBOOKS / ran[0]).is_file()
     assert "NOT MET" in capsys.readouterr().out
-
-
-def test_keras_timing_reads_dense_layers_in_graph_order():
-    from onnx import TensorProto, helper, numpy_helper
-
-    from helpers.keras_timing import dense_weights
-
-    w1, b1 = np.ones((4, 3), np.float32), np.full(3, 2.0, np.float32)
-    w2, b2 = np.ones((3, 2), np.float32), np.full(2, 5.0, np.float32)
-    nodes = [
-        helper.make_node("MatMul", ["x", "w1"], ["h"]),
-        helper.make_node("Add", ["h", "b1"], ["h1"]),
-        helper.make_node("Relu", ["h1"], ["r"]),
-        helper.make_node("MatMul", ["r", "w2"], ["o"]),
-        helper.make_node("Add", ["b2", "o"], ["y"]),
-    ]  # tf2onnx may put the bias first
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
-        [
-            numpy_helper.from_array(a, n)
-            for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"), (b2, "b2"))
-        ],
-    )
-    arrays = dense_weights(helper.make_model(graph))
-    assert [a.shape for a in arrays] == [(4, 3), (3,), (3, 2), (2,)]
-    np.testing.assert_array_equal(arrays[3], b2)
 
 
 def test_time_side_by_side_interleaves_rounds(monkeypatch):
