@@ -170,6 +170,44 @@ def run_builder(command: str, log: Callable[[str], None] = print) -> Path:
     return build_marked(dest, build, required=MODEL_FILES, recipe=recipe, log=log)
 
 
+def built_from(folder: str | os.PathLike) -> Path:
+    """The Hugging Face folder (``-i``) a complete builder output was made from; ``IncompleteBuild`` if gone."""
+    folder = Path(folder)
+    if not is_complete(folder, MODEL_FILES):
+        raise IncompleteBuild(f"{folder} is not a complete genai build")
+    command = json.loads((folder / MARKER).read_text())["recipe"]["command"]
+    source = Path(command[command.index("-i") + 1])
+    if not (source / "config.json").is_file():
+        raise IncompleteBuild(
+            f"{folder.name} was built from {source}, which is gone: run notebook 07 again"
+        )
+    return source
+
+
+KV_CALIBRATION = ["python", "-m", "onnxruntime_genai.models.quantization.kv_cache_calibration"]
+
+
+def run_kv_calibration(command: str, log: Callable[[str], None] = print) -> Path:
+    """Run the KV-cache calibration ``command`` as typed (``--out FOLDER/NAME.json``); the file, reused if alike."""
+    args = shlex.split(command)
+    if args[: len(KV_CALIBRATION)] != KV_CALIBRATION or "--out" not in args:
+        raise ValueError(
+            f"expected '{' '.join(KV_CALIBRATION)} --model M --tokenizer T --out FOLDER/NAME.json ...', "
+            f"got {command!r}"
+        )
+    out = Path(args[args.index("--out") + 1])
+    recipe = {"command": [a if a != str(out) else "OUT" for a in args]}
+
+    def build(tmp: Path) -> None:
+        cmd = [sys.executable, *args[1:]]
+        cmd[cmd.index("--out") + 1] = str(tmp / out.name)
+        run_child(cmd, tmp / "calibration.log", desc=f"KV-cache calibration -> {out.name}")
+
+    build_marked(out.parent, build, required=(out.name,), recipe=recipe, log=log)
+    json.loads(out.read_text())  # it loads
+    return out
+
+
 def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.PathLike) -> None:
     """A GGUF checkpoint saved as a plain fp32 safetensors HF folder (built from the config, weights loaded)."""
     import torch
