@@ -67,12 +67,37 @@ def run_notebook(name: str, timeout: int = 3600) -> None:
     print(f"... {name} finished in {seconds:.0f} s", flush=True)
 
 
+# what the zip file Keras 3 writes for model.save(....keras) holds
+KERAS_ARCHIVE = ("metadata.json", "config.json", "model.weights.h5")
+
+
+def keras_archive_problem(path: Path) -> str | None:
+    """``None`` when ``path`` is a whole Keras archive (``model.save(....keras)``), else what is wrong with it.
+
+    Checked without TensorFlow (notebook 06's kernel never imports it): the zip's members and their checksums.
+    Its reader, ``helpers.keras_timing``, loads it with ``keras.saving.load_model``."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            missing = [name for name in KERAS_ARCHIVE if name not in archive.namelist()]
+            damaged = archive.testzip()  # the first member whose checksum is wrong
+    except (zipfile.BadZipFile, OSError) as err:
+        return f"it is not a Keras archive ({err})"
+    if missing:
+        return f"the Keras archive has no {', '.join(missing)}"
+    return f"the Keras archive's {damaged} is damaged" if damaged else None
+
+
 def loads(path: Path) -> str | None:
-    """``None`` when ONNX Runtime can open the model at ``path``, else why not (missing, truncated, not ONNX)."""
+    """``None`` when the model at ``path`` opens (ONNX Runtime; a ``.keras`` file: a whole Keras archive), else why
+    not (missing, truncated, not ONNX)."""
     import onnxruntime as ort
 
     if not path.is_file():
         return "it is missing"
+    if path.suffix == ".keras":
+        return keras_archive_problem(path)
     try:
         ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     except Exception as err:  # onnxruntime raises its own exception types for a file it cannot load
