@@ -114,6 +114,22 @@ def _import_line(node: ast.Import | ast.ImportFrom, names: set[str], package: st
     return f"from {module} import {spelled}"
 
 
+def _grouped(imports: list[str]) -> str:
+    """Import lines sorted as isort does: the standard library, then third parties, then the project."""
+
+    def group(line: str) -> int:
+        top = line.split()[1].split(".")[0]
+        return 0 if top in sys.stdlib_module_names else 2 if top in ("helpers", "solutions") else 1
+
+    groups = [
+        sorted(
+            (line for line in imports if group(line) == g), key=lambda line: (line[0] == "f", line)
+        )
+        for g in range(3)
+    ]
+    return "\n\n".join("\n".join(lines) for lines in groups if lines)
+
+
 def reference_code(exercise_id: str) -> str:
     """The answer cell's code: ``solve_K``, what it uses from its module, and the line that sets ``answer``."""
     solve = reference_function(exercise_id)
@@ -152,14 +168,14 @@ def reference_code(exercise_id: str) -> str:
         if isinstance(n, ast.Import | ast.ImportFrom)
     ]
     if not any(re.search(r"\bPath\b", line) for line in imports):
-        imports.insert(0, "from pathlib import Path")
+        imports.append("from pathlib import Path")
     definitions = [
         _statement_text(lines, n)
         for n in ordered
         if not isinstance(n, ast.Import | ast.ImportFrom)
         and not _statement_text(lines, n).lstrip().startswith("# Reference answers")
     ]
-    blocks = ["\n".join(imports), *definitions, f"answer = {solve.__name__}(Path.cwd())"]
+    blocks = [_grouped(imports), *definitions, f"answer = {solve.__name__}(Path.cwd())"]
     return "\n\n\n".join(blocks)
 
 
@@ -256,7 +272,7 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
         *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
     )
     setup = "\n".join(
-        ["from helpers.grading.exercises import check", *setup_statements(notebook, wanted)]
+        [*setup_statements(notebook, wanted), "from helpers.grading.exercises import check"]
     )
     title = notebook.cells[0].source.splitlines()[0].lstrip("# ")
     cells = [
@@ -311,7 +327,7 @@ def generate(course: Path, numbers: list[str] | None = None) -> list[str]:
     """Write ``course/source/<assignment>/<assignment>.ipynb`` for each notebook (or those of ``numbers``);
     a course folder other than the template gets the template's ``nbgrader_config.py``. Returns the ids."""
     course = Path(course).resolve()
-    course.mkdir(parents=True, exist_ok=True)
+    (course / "exchange").mkdir(parents=True, exist_ok=True)  # nbgrader_config.py's Exchange.root
     config = course / "nbgrader_config.py"
     if course != COURSE_TEMPLATE.resolve():
         shutil.copyfile(COURSE_TEMPLATE / "nbgrader_config.py", config)
