@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.grading.exercises import check
+from helpers.grading import exercises
+
+SEED = 20_261  # the tables check with one seed, so a row's cases are the same each run
+
+
+def check(exercise: str, answer, seed: int = SEED):
+    """``helpers.grading.exercises.check`` with the tables' seed unless one is given."""
+    return exercises.check(exercise, answer, seed=seed)
 
 
 def accepted(exercise: str, answer):

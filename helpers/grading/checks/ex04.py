@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -24,26 +25,35 @@ from helpers.grading.checks._common import (
 from helpers.pipeline.artifacts import built_artifact
 from helpers.predict import INK_THRESHOLD, softmax
 
+GREY = np.array([0.299, 0.587, 0.114])  # ITU-R 601 luma: the brightness of an RGB colour
+
+
+def _unfit(k: int, paper, ink, size) -> bool:
+    """Fresh case ``k`` must have two colours far enough apart and any size but the handed-out one; the
+    first is dark ink on light paper and the second light on dark, clearly, then anything goes."""
+    darker_by = (paper - ink) @ GREY
+    wanted = {0: darker_by > 100, 1: darker_by < -100}.get(k, True)
+    return np.abs(paper - ink).sum() < 240 or tuple(size) == (196, 196) or not wanted
+
 
 def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
     """(RGB drawings, true ink 0..1, labels, descriptions): test digits, blue on yellowish paper, 196 px square."""
-    data, rng = load_mnist(), np.random.default_rng(seed)
-    picked = rng.choice(len(data.x_test), n, replace=False)
+    data, draw = load_mnist(), np.random.default_rng(seed)
+    picked = draw.choice(len(data.x_test), n, replace=False)
     drawings, truths, described = [], [], []
-    for index in picked:
+    for k, index in enumerate(picked):
         paper, ink, (height, width) = np.array([235, 215, 140]), np.array([30, 60, 160]), (196, 196)
-        # fresh cases: two colours far enough apart, and any size but the handed-out one
-        while any_colour and (np.abs(paper - ink).sum() < 240 or (height, width) == (196, 196)):
+        while any_colour and _unfit(k, paper, ink, (height, width)):
             paper, ink, (height, width) = (
-                rng.integers(0, 256, 3),
-                rng.integers(0, 256, 3),
-                rng.integers(100, 300, 2),
+                draw.integers(0, 256, 3),
+                draw.integers(0, 256, 3),
+                draw.integers(100, 300, 2),
             )
         scale = min(height, width) // 28 - 1
         truth = np.zeros((height, width))
         top, left = (
-            rng.integers(0, height - 28 * scale + 1),
-            rng.integers(0, width - 28 * scale + 1),
+            draw.integers(0, height - 28 * scale + 1),
+            draw.integers(0, width - 28 * scale + 1),
         )
         truth[top : top + 28 * scale, left : left + 28 * scale] = np.kron(
             data.x_test[index] / 255, np.ones((scale,) * 2)
@@ -51,15 +61,45 @@ def coloured_drawings(n: int = 40, seed: int = 404, any_colour: bool = False):
         rgb = (
             paper * (1 - truth[..., None])
             + ink * truth[..., None]
-            + rng.normal(0, 3, (height, width, 3))
+            + draw.normal(0, 3, (height, width, 3))
         )
         drawings.append(np.clip(np.round(rgb), 0, 255).astype(np.uint8))
         truths.append(truth)
-        shade = "light ink on dark paper" if ink.sum() > paper.sum() else "dark ink on light paper"
+        shade = (
+            "light ink on dark paper" if ink @ GREY > paper @ GREY else "dark ink on light paper"
+        )
         described.append(
             f"a {width}x{height} drawing, {shade}, RGB ink {ink.tolist()} on paper {paper.tolist()}"
         )
     return drawings, truths, data.y_test[picked], described
+
+
+def _inked_paper(result, rgb, truth, what: str) -> str:
+    """Why more than 1 % of the bare paper reaches the ink threshold, as far as the drawing tells."""
+    paper_ink = result[truth == 0]
+    share = (paper_ink >= INK_THRESHOLD).mean()
+    said = (
+        f"on {what}: {share:.0%} of the bare paper reaches the ink threshold {INK_THRESHOLD}, so the "
+        "bounding box is the whole page"
+    )
+    if np.median(paper_ink) >= INK_THRESHOLD:  # the paper as a whole is ink: a fixed paper colour
+        return (
+            f"{said}: the paper itself reads as ink (median {np.median(paper_ink):.2f}); measure ink "
+            "from this drawing's own paper colour, not from a fixed one"
+        )
+    level, spread = np.median(paper_ink), paper_ink.std()
+    if level >= INK_THRESHOLD / 2 and spread < 0.3 * level:  # off 0 as a whole, its noise on top
+        return (
+            f"{said}: the bare paper sits at {level:.2f} (its median), not 0, and its "
+            "noise does the rest; measure from this drawing's own paper colour"
+        )
+    paper, ink = np.median(rgb[truth == 0], axis=0), np.median(rgb[truth >= 0.9], axis=0)
+    hue = abs((ink - paper) @ GREY) < 0.2 * np.linalg.norm(ink - paper)
+    return (
+        f"{said}, though its median is {level:.2f}: the paper's noise (a few levels per channel) is "
+        "scaled up until it reaches the threshold"
+        + ("; here ink and paper differ in hue far more than in brightness" if hue else "")
+    )
 
 
 def _check_ink(answer):
@@ -88,10 +128,7 @@ def _check_ink(answer):
                 f"on {what}: more ink on the paper than on the strokes (the median of each)"
             )
         if (result[truth == 0] >= INK_THRESHOLD).mean() > 0.01:
-            raise Wrong(
-                f"on {what}: more than 1 % of the bare paper reaches the ink threshold {INK_THRESHOLD}, so "
-                f"the bounding box is the whole page; measure ink from this drawing's own paper colour"
-            )
+            raise Wrong(_inked_paper(result, rgb, truth, what))
         if strokes < 0.8:
             raise Wrong(
                 f"on {what}: the strokes' median ink is {strokes:.2f}; a full stroke should be about 1"
@@ -126,14 +163,35 @@ def _run_script(script: Path, model: Path, images: np.ndarray, which: str) -> st
             text=True,
             timeout=300,
         )
-    if run.returncode != 0:  # the first line naming an error, else the end of what it printed
-        reason = next(
-            (line for line in run.stderr.splitlines() if "Error" in line), run.stderr.strip()[-200:]
-        )
+    if run.returncode != 0:
         raise Wrong(
-            f"with {which}, `node {script.name} MODEL PIXELS` exited with {run.returncode}: {reason}"
+            f"with {which}, `node {script.name} MODEL PIXELS` exited with {run.returncode}: "
+            f"{_node_error(run.stderr, script.name)}"
         )
     return run.stdout
+
+
+def _node_error(stderr: str, script_name: str) -> str:
+    """The error Node reports, and the line of the learner's script it came through.
+
+    Node prints the source line that threw (in a library, a whole minified bundle), a caret, then the error
+    ("TypeError: ...") and its stack; the error line is the one that starts with the error's name.
+    """
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    error = next(
+        (
+            line
+            for line in lines
+            if re.match(r"\[?[A-Za-z_.]*(Error|Exception|Rejection)(:|\]|$)", line)
+        ),
+        next(
+            (line for line in reversed(lines) if not line.startswith(("at ", "Node.js", "(Use"))),
+            "(nothing on standard error)",
+        ),
+    )
+    where = next((line for line in lines if line.startswith("at ") and script_name in line), "")
+    place = re.search(re.escape(script_name) + r":\d+(:\d+)?", where)
+    return error[:300] + (f" (through {place.group(0)})" if place else "")
 
 
 def _parse_top3(stdout: str, n: int, which: str) -> tuple:
