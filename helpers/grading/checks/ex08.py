@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections import defaultdict
+from pathlib import Path
 
+from helpers.grading.checks import _common
 from helpers.grading.checks._common import Wrong, require_callable
 
 NAMES_40 = [
@@ -116,7 +119,6 @@ def _generate(model, tokenizer, schema, ids, max_new):
 
 def check_person_schema(answer, max_new=200):
     import jsonschema
-    import numpy as np
 
     from helpers.grading.checks.ex07 import smollm
 
@@ -127,7 +129,7 @@ def check_person_schema(answer, max_new=200):
     except jsonschema.SchemaError as err:
         raise Wrong(f"expected a valid JSON schema; jsonschema says: {err.message}") from err
     validator = jsonschema.validators.validator_for(answer)(answer)
-    rng = np.random.default_rng()
+    rng = _common.rng()  # names, ages and sentences, new with each seed
     for instance, accept, what in person_probes(rng):
         if validator.is_valid(instance) != accept:
             raise Wrong(
@@ -273,12 +275,11 @@ def _layer_hint(got, want, n, paths) -> str:
 
 def check_time_per_layer(answer):
     import tempfile
-    from pathlib import Path
 
     import numpy as np
 
     require_callable(answer, "time_per_layer(profile_files)")
-    rng, details = np.random.default_rng(), []
+    rng, details = _common.rng(1), []  # depths, steps and durations, new with each seed
     # two runs whose layer counts never coincide, so that no fixed list of layers fits both
     for layers, steps in (
         (int(rng.integers(11, 14)), int(rng.integers(3, 5))),
@@ -320,3 +321,36 @@ def check_time_per_layer(answer):
 
 # exercise id -> checker (helpers.grading.exercises.check looks answers up here)
 CHECKS = {"08.1": check_person_schema, "08.2": check_time_per_layer}
+
+
+# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+
+person_schema = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 40},  # bounded: cannot loop
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+    "x-guidance": {"whitespace_flexible": False},  # no free whitespace
+}
+
+
+def time_per_layer(profile_files) -> dict:
+    """Mean kernel time per decode step (µs) of each /model/layers.N/ node group, keyed by N."""
+    total = defaultdict(float)
+    for path in profile_files:
+        for event in json.loads(Path(path).read_text()):
+            match = re.match(r"/model/layers\.(\d+)/", event["name"])
+            if event.get("cat") == "Node" and event["name"].endswith("_kernel_time") and match:
+                total[int(match.group(1))] += event["dur"]
+    return {layer: us / len(profile_files) for layer, us in total.items()}
+
+
+def solve_1(workdir: Path):
+    return person_schema
+
+
+def solve_2(workdir: Path):
+    return time_per_layer
