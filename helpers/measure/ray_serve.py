@@ -1,94 +1,16 @@
-"""Plumbing for notebook 09's *Serving* part (Ray Serve): what a request must hold, a bounded load test on
-127.0.0.1, and the Ray processes a run started. The Serve calls themselves are written out in the notebook."""
+"""Plumbing for notebook 09's *Serving* part (Ray Serve): a bounded load test on 127.0.0.1, a free port,
+and the Ray processes a run started and their sockets. The application is ``helpers.ray_apps.digits_service``
+(what a request must hold is its pydantic model); the Serve calls are written out in the notebook."""
 
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import socket
 import threading
 import time
 
-import numpy as np
-
-MAX_BODY = 64 * 1024  # bytes; one digit's JSON is about 3 kB
-EXPECTED = 'a JSON object {"pixels": 28 rows of 28 integers 0..255}'
 LOOPBACK = "127.0.0.1"
-
-
-class BadRequest(ValueError):
-    """A request the service refuses: ``status`` (4xx) and a message naming what was expected and what came."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-def _too_large(size: int) -> BadRequest:
-    return BadRequest(
-        413, f"expected a body of at most {MAX_BODY:,} bytes ({EXPECTED}), got {size:,} bytes"
-    )
-
-
-async def read_body(request, limit: int = MAX_BODY) -> bytes:
-    """A starlette request's body; ``BadRequest`` (413) as soon as it passes ``limit`` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared))
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise _too_large(len(body))
-    return body
-
-
-def _describe(value) -> str:
-    """What a ``pixels`` value is, in words: its type, or its rows' lengths."""
-    if not isinstance(value, list):
-        return f"a JSON {type(value).__name__}"
-    lengths = sorted({len(row) if isinstance(row, list) else -1 for row in value})
-    rows = ", ".join("not a list" if n < 0 else str(n) for n in lengths)
-    return f"{len(value)} rows of {rows} values" if value else "an empty list"
-
-
-def digit_from_json(body: bytes) -> np.ndarray:
-    """A request body -> uint8 ``[1, 28, 28]``; ``BadRequest`` (400, 413 or 422) saying what was expected."""
-    if len(body) > MAX_BODY:
-        raise _too_large(len(body))
-    try:
-        data = json.loads(body)
-    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise BadRequest(
-            400, f"expected {EXPECTED}, got a body that is not JSON ({error})"
-        ) from None
-    if not isinstance(data, dict) or "pixels" not in data:
-        got = (
-            f"an object with keys {sorted(data)}"
-            if isinstance(data, dict)
-            else f"a JSON {type(data).__name__}"
-        )
-        raise BadRequest(422, f"expected {EXPECTED}, got {got}")
-    pixels = data["pixels"]
-    if not (
-        isinstance(pixels, list)
-        and len(pixels) == 28
-        and all(isinstance(row, list) and len(row) == 28 for row in pixels)
-    ):
-        raise BadRequest(
-            422,
-            f"expected pixels of shape [28, 28] (28 rows of 28 integers 0..255), "
-            f"got {_describe(pixels)}",
-        )
-    bad = next((v for row in pixels for v in row if type(v) is not int or not 0 <= v <= 255), None)
-    if bad is not None:
-        raise BadRequest(
-            422,
-            f"expected pixels as integers 0..255 (uint8, as MNIST stores them), got "
-            f"{json.dumps(bad)} (a JSON {type(bad).__name__})",
-        )
-    return np.array(pixels, dtype=np.uint8).reshape(1, 28, 28)
 
 
 def load_test(
