@@ -1,19 +1,19 @@
-"""Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy and onnxruntime (notebook 03)."""
+"""Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy, onnxruntime and Pillow (notebook 03)."""
 
 from __future__ import annotations
 
 import argparse
 import io
 import json
-import struct
 import sys
-import zlib
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
+from PIL import Image
 
 EXIT_OK, EXIT_USAGE, EXIT_MODEL, EXIT_INPUT = 0, 2, 3, 4
 
@@ -191,143 +191,71 @@ def read_inputs(
     return np.concatenate(batches), sources
 
 
-# ----------------------------------------------------------------------------------------- PNG decoding
+# ------------------------------------------------------------------------------------ PNG reading (Pillow)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# PNG colour type -> (channels, allowed bit depths)
-PNG_COLOR_TYPES = {
-    0: (1, (1, 2, 4, 8, 16)),
-    2: (3, (8, 16)),
-    3: (1, (1, 2, 4, 8)),
-    4: (2, (8, 16)),
-    6: (4, (8, 16)),
-}
 MAX_DRAWING_SIDE = (
     4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
 )
+# what Pillow raises for a file it cannot read (its UnidentifiedImageError and "image file is truncated" are
+# OSErrors, a broken checksum a SyntaxError)
+PIL_ERRORS = (OSError, SyntaxError, ValueError, EOFError)
 
 
-def _png_chunks(
-    data: bytes, path, expected_hw: tuple[int, int] | None, max_side: int | None
-) -> tuple[tuple, np.ndarray | None, bytes]:
-    """(IHDR fields, palette or None, joined IDAT data) with CRCs and the header checked before decompressing."""
-    if not data.startswith(PNG_SIGNATURE):
-        raise InputError(f"{path}: not a PNG file (bad signature)")
-    pos, header, palette, idat = len(PNG_SIGNATURE), None, None, []
-    while True:
-        if pos + 8 > len(data):
-            raise InputError(f"{path}: truncated PNG (no IEND chunk)")
-        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
-        body, crc_bytes = (
-            data[pos + 8 : pos + 8 + length],
-            data[pos + 8 + length : pos + 12 + length],
-        )
-        if len(body) != length or len(crc_bytes) != 4:
-            raise InputError(f"{path}: truncated PNG (chunk {kind!r} cut short)")
-        if zlib.crc32(kind + body) != struct.unpack(">I", crc_bytes)[0]:
+def _open_png(data: bytes, path) -> Image.Image:
+    """Pillow's image of a PNG file's bytes, opened lazily: the header is read, no pixel is decoded yet."""
+    with warnings.catch_warnings():
+        # Pillow only warns between MAX_IMAGE_PIXELS and twice that: refuse those too
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            return Image.open(io.BytesIO(data), formats=["PNG"])
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning) as err:
             raise InputError(
-                f"{path}: corrupt PNG (CRC mismatch in chunk {kind.decode('latin-1')!r})"
-            )
-        pos += 12 + length
-        if header is None and (kind != b"IHDR" or length != 13):
+                f"{path}: refused before decoding, its header declares too many pixels ({err})"
+            ) from err
+        except Image.UnidentifiedImageError as err:
             raise InputError(
-                f"{path}: corrupt PNG (first chunk is {kind!r} of {length} bytes, not IHDR)"
-            )
-        if kind == b"IHDR":
-            header = width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            if expected_hw is not None and (height, width) != tuple(expected_hw):
-                raise InputError(
-                    f"{path}: image is {width}x{height} pixels; the model expects "
-                    f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
-                    f"need --preprocess mnist"
-                )
-            if (
-                expected_hw is None
-                and max_side
-                and not (1 <= width <= max_side and 1 <= height <= max_side)
-            ):
-                raise InputError(
-                    f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}"
-                )
-            if depth not in PNG_COLOR_TYPES.get(color, (0, ()))[1]:
-                raise InputError(
-                    f"{path}: unsupported PNG colour type {color} with bit depth {depth}"
-                )
-            if interlace:
-                raise InputError(
-                    f"{path}: interlaced PNG is not supported; save it without interlacing"
-                )
-        elif kind == b"PLTE":
-            palette = np.frombuffer(body, dtype=np.uint8).reshape(-1, 3)
-        elif kind == b"IDAT":
-            idat.append(body)
-        elif kind == b"IEND":
-            return header, palette, b"".join(idat)
-
-
-def _unfilter(raw: bytes, height: int, row_bytes: int, bpp: int, path) -> np.ndarray:
-    """Undo the per-row PNG filters (None, Sub, Up, Average, Paeth; PNG spec section 9): uint8 [height, row_bytes]."""
-    rows = np.frombuffer(raw, np.uint8).reshape(height, row_bytes + 1)
-    out = np.zeros((height + 1, row_bytes), np.uint8)  # out[0]: the row of zeros above the image
-    for y, kind in enumerate(rows[:, 0].tolist(), start=1):
-        line, up = rows[y - 1, 1:], out[y - 1]
-        if kind in (0, 2):  # None, Up
-            out[y] = line + up if kind else line
-        elif kind == 1:  # Sub: a running sum (mod 256) of every bpp-th byte
-            out[y] = np.cumsum(line.reshape(-1, bpp), axis=0, dtype=np.uint8).ravel()
-        elif kind in (3, 4):  # Average, Paeth: each byte depends on the decoded one to its left
-            done, above = bytearray(line.tobytes()), up.tolist()
-            for x in range(row_bytes):
-                a, b, c = (
-                    (done[x - bpp], above[x], above[x - bpp]) if x >= bpp else (0, above[x], 0)
-                )
-                p = (
-                    a + b - c
-                )  # Paeth: whichever of a, b, c is closest to p (the first of them on a tie)
-                done[x] = (
-                    done[x]
-                    + ((a + b) >> 1 if kind == 3 else min((a, b, c), key=lambda v: abs(p - v)))
-                ) & 255
-            out[y] = np.frombuffer(done, np.uint8)
-        else:
-            raise InputError(f"{path}: corrupt PNG (unknown PNG filter type {kind} in row {y - 1})")
-    return out[1:]
+                f"{path}: not a readable PNG (Pillow cannot read its header: corrupt or truncated)"
+            ) from err
+        except PIL_ERRORS as err:
+            raise InputError(f"{path}: corrupt or truncated PNG ({err})") from err
 
 
 def decode_png(
     data: bytes, path, expected_hw: tuple[int, int] | None = None, max_side: int | None = None
 ) -> np.ndarray:
-    """A PNG file's bytes -> float32 gray [height, width] in 0..1; ``InputError`` saying why not."""
-    (width, height, depth, color, *_), palette, idat = _png_chunks(
-        data, path, expected_hw, max_side
-    )
-    channels = PNG_COLOR_TYPES[color][0]
-    row_bytes = (width * channels * depth + 7) // 8
-    expected_size = height * (row_bytes + 1)
-    try:  # bounded: no decompression bomb
-        raw = zlib.decompressobj().decompress(idat, expected_size + 1)
-    except zlib.error as err:
-        raise InputError(f"{path}: corrupt PNG image data ({err})") from err
-    if len(raw) != expected_size:
+    """A PNG file's bytes -> float32 gray [height, width] in 0..1 (read by Pillow); ``InputError`` saying why not.
+
+    The size is checked from the header, and every chunk's checksum, before any pixel is decompressed."""
+    image = _open_png(data, path)
+    width, height = image.size
+    if expected_hw is not None and (height, width) != tuple(expected_hw):
         raise InputError(
-            f"{path}: corrupt PNG: {len(raw)} bytes of pixel data, expected {expected_size}"
+            f"{path}: image is {width}x{height} pixels; the model expects "
+            f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
+            f"need --preprocess mnist"
         )
-    rows = _unfilter(raw, height, row_bytes, max(1, channels * depth // 8), path)
-    if depth < 8:  # 1, 2 or 4 bits per sample, packed big-endian within each byte
-        bits = np.unpackbits(rows, axis=1).reshape(height, -1, depth)[:, :width]
-        samples, maximum = (
-            (bits * (1 << np.arange(depth - 1, -1, -1))).sum(axis=2),
-            (1 << depth) - 1,
+    if expected_hw is None and max_side and not (width <= max_side and height <= max_side):
+        raise InputError(
+            f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}"
         )
-    else:
-        samples, maximum = (rows, 255) if depth == 8 else (rows.view(">u2"), 65535)
-    samples = samples.reshape(height, width, channels).astype(np.int64)
-    if color == 3:
-        if palette is None or samples.max() >= len(palette):
-            raise InputError(
-                f"{path}: corrupt PNG (palette index {samples.max()} without a PLTE entry)"
-            )
-        samples, maximum = palette[samples[..., 0]].astype(np.int64), 255
-    return gray_from_pixels(samples, maximum, path)
+    try:
+        image.verify()  # every chunk's checksum, up to IEND; Pillow then needs the file opened again
+        image = _open_png(data, path)
+        image.load()
+    except PIL_ERRORS as err:
+        raise InputError(f"{path}: corrupt or truncated PNG ({err})") from err
+    if (
+        image.mode == "I;16"
+    ):  # 16-bit grey: Pillow keeps all 16 bits (other modes it reads as 8-bit)
+        gray = np.asarray(image, dtype=np.int64)
+        samples = gray[..., None]
+        if "transparency" in image.info:  # one grey value marked transparent (a tRNS chunk)
+            alpha = np.where(gray == image.info["transparency"], 0, 65535)
+            samples = np.stack([gray, alpha], axis=-1)
+        return gray_from_pixels(samples, 65535, path)
+    # grey, palette, RGB (a transparent colour, a palette's alpha or an alpha channel: RGBA)
+    pixels = image.convert("RGBA" if image.has_transparency_data else "RGB")
+    return gray_from_pixels(np.asarray(pixels), 255, path)
 
 
 def _transparent_background(gray: np.ndarray, alpha: np.ndarray, maximum: int, name) -> np.ndarray:
@@ -548,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.predict",
         description="Classify 28x28 grayscale digits (PNG or .npy, many at once) with an MNIST .onnx model,\n"
-        "using only numpy and onnxruntime. Prints a line per image: source, digit, probability.",
+        "using only numpy, onnxruntime and Pillow. Prints a line per image: source, digit, probability.",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

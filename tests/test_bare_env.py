@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 from PIL import (
     Image,
-)  # writes the sample PNGs here, in the full environment; the bare env reads them without it
+)  # writes the sample PNGs here; the bare env reads them with its own pinned Pillow
 
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
@@ -88,8 +88,8 @@ def run_cli(python, *args, cwd=None, by_path=False):
 # ---------------------------------------------------------------------------------- the pins
 def test_inference_requirements_are_exact_pins_matching_the_main_environment():
     pins = inference_pins()
-    assert {"numpy", "onnxruntime"} <= set(pins)
-    assert not {"torch", "tensorflow", "keras", "pillow", "onnx"} & set(pins)
+    assert {"numpy", "onnxruntime", "pillow"} <= set(pins)  # what helpers/predict.py imports
+    assert not {"torch", "tensorflow", "keras", "onnx", "matplotlib"} & set(pins)
     for name, version in pins.items():
         assert metadata.version(name) == version, (
             f"{name}: main env has {metadata.version(name)}, pinned {version}"
@@ -113,13 +113,24 @@ def test_bare_env_holds_exactly_the_pins_and_nothing_else(bare):
     assert prefix.stdout.strip() == "False", "not a virtual environment"
 
 
-@pytest.mark.parametrize(
-    "module", ["torch", "tensorflow", "keras", "onnx", "PIL", "matplotlib", "pip"]
-)
+@pytest.mark.parametrize("module", ["torch", "tensorflow", "keras", "onnx", "matplotlib", "pip"])
 def test_frameworks_are_absent_in_the_bare_env(bare, module):
     result = footprint.run_python(bare[1], ["-I", "-c", f"import {module}"])
     assert result.returncode != 0
     assert f"No module named '{module}'" in result.stderr
+
+
+def test_predict_py_imports_numpy_onnxruntime_and_pillow_there(bare, tmp_path):
+    """A lone copy of predict.py, imported in the bare env, loads exactly these packages beside the standard library."""
+    shutil.copy(REPO_ROOT / "helpers" / "predict.py", tmp_path / "predict.py")
+    code = (
+        "import sys, predict; print(sorted({m.split('.')[0] for m in sys.modules} "
+        "- set(sys.stdlib_module_names) - {'__main__', 'predict'}))"
+    )
+    result = footprint.run_python(bare[1], ["-c", code], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    print(f"predict.py imports, in the bare environment: {result.stdout.strip()}")
+    assert result.stdout.strip() == "['PIL', 'numpy', 'onnxruntime']"
 
 
 def test_stack_costs_measure_the_bare_env_smaller_than_each_training_stack(bare):

@@ -1,4 +1,4 @@
-"""helpers/predict.py: the PNG decoder, .npy reading, model validation, predictions and the CLI's exit codes."""
+"""helpers/predict.py: PNG reading (Pillow, against a hand-written encoder), .npy reading, model validation, predictions and the CLI's exit codes."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from PIL import Image  # comes with matplotlib; used here only as an independent PNG encoder
+from PIL import (
+    Image,
+)  # writes PNG files for the command-line tests (the PNG-reading tests use encode_png)
 
 from helpers import predict as P
 from helpers.data.mnist import load_mnist
@@ -75,6 +77,20 @@ def mnist_model():
 
 
 # ------------------------------------------------------------------- an independent PNG encoder
+# Written from the PNG specification (W3C, 2003), without Pillow: what helpers.predict reads with Pillow is compared
+# with the pixels given here, so a mistake in either shows up.
+PNG_SIGNATURE = bytes([137, 80, 78, 71, 13, 10, 26, 10])
+ADAM7 = [
+    (0, 0, 8, 8),
+    (4, 0, 8, 8),
+    (0, 4, 4, 8),
+    (2, 0, 4, 4),
+    (0, 2, 2, 4),
+    (1, 0, 2, 2),
+    (0, 1, 1, 2),
+]
+
+
 def _paeth(a: int, b: int, c: int) -> int:
     p = a + b - c
     pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
@@ -96,15 +112,8 @@ def _filter_row(kind: int, row: bytes, prev: bytes, bpp: int) -> bytes:
     return bytes(out)
 
 
-def encode_png(
-    samples: np.ndarray,
-    color: int,
-    depth: int = 8,
-    filters=(0, 1, 2, 3, 4),
-    palette=None,
-    interlace: int = 0,
-) -> bytes:
-    """PNG bytes for samples [H, W, C] (uint8/uint16), cycling through the given filter types row by row."""
+def _scanlines(samples: np.ndarray, depth: int, filters) -> bytes:
+    """The filtered rows of one (sub-)image: a filter-type byte, then the row's bytes."""
     height, width, channels = samples.shape
     if depth == 16:
         rows = samples.astype(">u2").reshape(height, -1).view(np.uint8)
@@ -123,15 +132,43 @@ def encode_png(
         kind = filters[y % len(filters)]
         raw += bytes([kind]) + _filter_row(kind, rows[y].tobytes(), prev, bpp)
         prev = rows[y].tobytes()
-    out = P.PNG_SIGNATURE + png_chunk(
+    return bytes(raw)
+
+
+def encode_png(
+    samples: np.ndarray,
+    color: int,
+    depth: int = 8,
+    filters=(0, 1, 2, 3, 4),
+    palette=None,
+    transparency: bytes | None = None,
+    interlace: int = 0,
+) -> bytes:
+    """PNG bytes for samples [H, W, C] (uint8/uint16), cycling through the given filter types row by row;
+    ``transparency``: a tRNS chunk's body; ``interlace=1``: Adam7, seven passes over sub-images."""
+    height, width, _ = samples.shape
+    if interlace:
+        passes = [samples[y0::dy, x0::dx] for x0, y0, dx, dy in ADAM7]
+        raw = b"".join(_scanlines(p, depth, filters) for p in passes if p.size)
+    else:
+        raw = _scanlines(samples, depth, filters)
+    out = PNG_SIGNATURE + png_chunk(
         b"IHDR", struct.pack(">IIBBBBB", width, height, depth, color, 0, 0, interlace)
     )
     if palette is not None:
         out += png_chunk(b"PLTE", palette.astype(np.uint8).tobytes())
-    return out + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b"")
+    if transparency is not None:
+        out += png_chunk(b"tRNS", transparency)
+    return out + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b"")
 
 
-# ----------------------------------------------------------------------------------- PNG decoding
+def luma(rgb: np.ndarray) -> np.ndarray:
+    """ITU-R 601 grey of integer RGB [..., 3] (the weights of Pillow's "L" and web/preprocess.js)."""
+    rgb = rgb.astype(np.int64)
+    return (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
+
+
+# ----------------------------------------------------------------------------------- PNG reading
 @pytest.mark.parametrize(
     "filters", [(0,), (1,), (2,), (3,), (4,), (0, 1, 2, 3, 4)], ids=lambda f: f"filters{f}"
 )
@@ -148,10 +185,29 @@ def test_png_every_filter_and_colour_type_decodes_exactly(digits, filters, color
     )
 
 
+def test_png_colour_is_read_as_itu_601_grey():
+    rgb = np.random.default_rng(3).integers(0, 256, size=(28, 28, 3), dtype=np.uint8)
+    np.testing.assert_allclose(
+        P.decode_png(encode_png(rgb, 2), "rgb.png", (28, 28)), luma(rgb) / 255, atol=1e-6
+    )
+
+
 def test_png_16_bit_and_sub_byte_depths(digits):
     gray = digits[0][1]
     png = encode_png((gray.astype(np.uint16) * 257)[..., None], 0, depth=16)
     np.testing.assert_allclose(P.decode_png(png, "d16.png", (28, 28)), gray / 255.0, atol=1e-6)
+    fine = np.arange(28 * 28, dtype=np.uint16).reshape(28, 28, 1) * 83  # values no 8 bits can hold
+    np.testing.assert_allclose(
+        P.decode_png(encode_png(fine, 0, depth=16), "fine.png", (28, 28)), fine[..., 0] / 65535
+    )
+    opaque = np.full_like(gray, 255)
+    for color, planes in [(2, [gray] * 3), (4, [gray, opaque]), (6, [gray] * 3 + [opaque])]:
+        samples = np.stack(planes, axis=-1).astype(np.uint16) * 257
+        np.testing.assert_allclose(
+            P.decode_png(encode_png(samples, color, depth=16), f"c{color}.png", (28, 28)),
+            gray / 255.0,
+            atol=1e-6,
+        )
     for depth in (1, 2, 4):
         levels = (1 << depth) - 1
         quantized = (gray.astype(np.int64) * levels // 255).astype(np.uint8)
@@ -165,66 +221,83 @@ def test_png_palette_with_sub_byte_indices():
     palette = np.array([[0, 0, 0], [255, 255, 255], [255, 0, 0], [0, 0, 255]])
     index = np.random.default_rng(1).integers(0, 4, size=(28, 28)).astype(np.uint8)
     png = encode_png(index[..., None], 3, depth=2, palette=palette)
-    rgb = palette[index]
-    expected = (
-        (rgb[..., 0] * 19595 + rgb[..., 1] * 38470 + rgb[..., 2] * 7471 + 0x8000) >> 16
-    ) / 255
-    np.testing.assert_allclose(P.decode_png(png, "p.png", (28, 28)), expected, atol=1e-6)
-
-
-@pytest.mark.parametrize("mode", ["L", "RGB", "P", "1", "I;16"])
-def test_png_written_by_pillow_matches_pillow_grayscale(tmp_path, mode):
-    rgb = np.random.default_rng(2).integers(0, 256, size=(28, 28, 3), dtype=np.uint8)
-    image = Image.fromarray(rgb)
-    if mode == "I;16":
-        image = Image.fromarray((np.asarray(image.convert("L")).astype(np.uint16) * 257))
-    elif mode != "RGB":
-        image = image.convert(mode)
-    path = tmp_path / f"{mode.replace(';', '')}.png"
-    image.save(path)
-    reference = np.asarray(Image.open(path).convert("L" if mode != "I;16" else "I")).astype(
-        np.float64
+    np.testing.assert_allclose(
+        P.decode_png(png, "p.png", (28, 28)), luma(palette[index]) / 255, atol=1e-6
     )
-    reference = reference / (65535 if mode == "I;16" else 255)
-    np.testing.assert_allclose(P.read_png(path, (28, 28)), reference, atol=1 / 255 + 1e-6)
+
+
+def test_png_transparency_chunks_of_palette_and_grey_images(digits):
+    """A tRNS chunk (a palette's alpha, or one grey value marked transparent) is transparency like an alpha channel."""
+    strokes = digits[0][0] > 127  # white strokes on a background that is made transparent
+    expected = strokes.astype(np.float32)  # light ink on transparent: read over black
+    palette = np.array([[0, 0, 0], [255, 255, 255]])
+    index = strokes.astype(np.uint8)[..., None]
+    for depth in (1, 8):
+        png = encode_png(index, 3, depth=depth, palette=palette, transparency=b"\x00")
+        np.testing.assert_array_equal(P.decode_png(png, f"pa{depth}.png", (28, 28)), expected)
+    for depth, white in [(8, 255), (16, 65535)]:
+        png = encode_png(
+            index.astype(np.uint16) * white, 0, depth=depth, transparency=struct.pack(">H", 0)
+        )
+        np.testing.assert_array_equal(P.decode_png(png, f"ga{depth}.png", (28, 28)), expected)
+    # dark strokes on a transparent background read as on white paper, as without the chunk
+    png = encode_png(1 - index, 3, depth=8, palette=palette, transparency=b"\xff\x00")
+    np.testing.assert_array_equal(P.decode_png(png, "dark.png", (28, 28)), 1 - expected)
+
+
+def test_png_interlaced_reads_like_the_plain_file(digits):
+    gray = digits[0][2]
+    for color, planes in [(0, [gray]), (2, [gray] * 3), (4, [gray, np.full_like(gray, 255)])]:
+        png = encode_png(np.stack(planes, axis=-1), color, interlace=1)
+        np.testing.assert_array_equal(P.decode_png(png, "i.png", (28, 28)), gray / np.float32(255))
 
 
 def test_png_alpha_is_composited_over_black(tmp_path):
     alpha = np.tile(np.linspace(0, 255, 28).astype(np.uint8), (28, 1))
-    path = tmp_path / "a.png"
-    Image.fromarray(np.dstack([np.full((28, 28, 3), 200, np.uint8), alpha]), "RGBA").save(path)
+    png = encode_png(np.dstack([np.full((28, 28, 3), 200, np.uint8), alpha]), 6)
     expected = np.round(200 * alpha.astype(np.int64) / 255) / 255
-    np.testing.assert_allclose(P.read_png(path, (28, 28)), expected, atol=1 / 255 + 1e-6)
+    np.testing.assert_allclose(P.decode_png(png, "a.png", (28, 28)), expected, atol=1 / 255 + 1e-6)
 
 
 def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
     good = encode_png(digits[0][0][..., None], 0)
-    before_idat = good[: good.index(b"IDAT") - 4]
-    raw = bytearray(zlib.decompress(good[good.index(b"IDAT") + 4 : good.index(b"IEND") - 8]))
-    raw[0] = 9  # a filter type PNG does not have
+    idat = good.index(b"IDAT")  # the chunk type; its length is the 4 bytes before it
+    before_idat = good[: idat - 4]
+    raw = zlib.decompress(good[idat + 4 : good.index(b"IEND") - 8])  # the filtered rows
+    bad_filter = bytes([9]) + raw[1:]  # a filter type PNG does not have
     cases = {
-        "signature": (b"GIF89a" + good[6:], "not a PNG"),
-        "truncated": (good[: len(good) // 2], "truncated"),
-        "crc": (good[:40] + bytes([good[40] ^ 0xFF]) + good[41:], "CRC mismatch"),
+        "signature": (b"GIF89a" + good[6:], "not a readable PNG"),
+        "truncated": (good[: len(good) // 2], "corrupt or truncated PNG"),
+        "no-iend": (good[: good.index(b"IEND") - 4], "corrupt or truncated PNG"),
+        "crc": (
+            good[: idat + 10] + bytes([good[idat + 10] ^ 0xFF]) + good[idat + 11 :],
+            "checksum",
+        ),
         "size": (
             encode_png(np.zeros((32, 30, 1), np.uint8), 0),
             "image is 30x32 pixels; the model expects 28x28",
         ),
-        "interlaced": (encode_png(digits[0][0][..., None], 0, interlace=1), "interlaced"),
-        "signature-only": (P.PNG_SIGNATURE, "truncated"),
+        "signature-only": (PNG_SIGNATURE, "not a readable PNG"),
         # a colour type / depth combination PNG forbids (RGB at 4 bits), with a valid CRC
         "unsupported": (
-            P.PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)),
-            "unsupported PNG colour type 2 with bit depth 4",
+            PNG_SIGNATURE + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 28, 28, 4, 2, 0, 0, 0)),
+            "not a readable PNG",
         ),
         # valid chunks, but the compressed stream is garbage
         "zlib": (
             before_idat + png_chunk(b"IDAT", b"garbage!") + png_chunk(b"IEND", b""),
-            "corrupt PNG image data",
+            "corrupt or truncated PNG",
         ),
         "filter": (
-            before_idat + png_chunk(b"IDAT", zlib.compress(bytes(raw))) + png_chunk(b"IEND", b""),
-            "unknown PNG filter type 9",
+            before_idat + png_chunk(b"IDAT", zlib.compress(bad_filter)) + png_chunk(b"IEND", b""),
+            "corrupt or truncated PNG",
+        ),
+        # pixel data that ends after a third of the rows
+        "short-data": (
+            before_idat
+            + png_chunk(b"IDAT", zlib.compress(raw[: len(raw) // 3]))
+            + png_chunk(b"IEND", b""),
+            "corrupt or truncated PNG",
         ),
     }
     for name, (data, message) in cases.items():
@@ -232,13 +305,49 @@ def test_png_corrupt_inputs_raise_input_error_naming_the_problem(digits):
             P.decode_png(data, f"{name}.png", (28, 28))
 
 
-def test_png_size_is_checked_before_decompressing():
-    # A 20000x20000 header followed by no data: refused from the header alone, without allocating anything.
-    data = P.PNG_SIGNATURE + png_chunk(
-        b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 0, 0, 0, 0)
+def _header_only(width: int, height: int) -> bytes:
+    """A PNG whose header declares ``width`` x ``height`` grey pixels, with no pixel data behind it."""
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (
+        PNG_SIGNATURE
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(b""))
+        + png_chunk(b"IEND", b"")
     )
-    with pytest.raises(P.InputError, match="20000x20000"):
-        P.decode_png(data, "huge.png", (28, 28))
+
+
+def _no_decoding(monkeypatch):
+    """Make any pixel decoding by Pillow fail the test."""
+    from PIL import ImageFile
+
+    def refuse(self):
+        raise AssertionError("Pillow decoded pixels of an image that should be refused first")
+
+    monkeypatch.setattr(ImageFile.ImageFile, "load", refuse)
+
+
+def test_png_size_is_checked_before_decompressing(monkeypatch):
+    _no_decoding(monkeypatch)
+    # header-only files: refused from the header alone, without allocating anything
+    with pytest.raises(P.InputError, match="5000x3000 pixels; the model expects 28x28"):
+        P.decode_png(_header_only(5000, 3000), "big.png", (28, 28))
+    with pytest.raises(P.InputError, match="5000x3000 pixels; expected at most 4096x4096"):
+        P.decode_png(_header_only(5000, 3000), "big.png", max_side=4096)
+    with pytest.raises(P.InputError, match="huge.png: refused before decoding.*400000000 pixels"):
+        P.decode_png(_header_only(20000, 20000), "huge.png", max_side=None)
+
+
+def test_a_decompression_bomb_is_refused_before_decoding(monkeypatch):
+    """A real bomb: 100 MB of pixels in about 100 kB. Pillow's own limit (MAX_IMAGE_PIXELS) refuses it unasked."""
+    side = 10_000  # 1e8 pixels: over Image.MAX_IMAGE_PIXELS, where Pillow only warns; refused all the same
+    squeeze = zlib.compressobj(9)
+    row = bytes(side + 1)  # filter type 0, then black pixels
+    idat = b"".join(squeeze.compress(row) for _ in range(side)) + squeeze.flush()
+    bomb = _header_only(side, side) + png_chunk(b"IDAT", idat) + png_chunk(b"IEND", b"")
+    assert len(bomb) < 200_000
+    _no_decoding(monkeypatch)
+    with pytest.raises(P.InputError, match="bomb.png: refused before decoding"):
+        P.decode_png(bomb, "bomb.png", max_side=None)
 
 
 # ------------------------------------------------------------------------------------------- .npy
@@ -440,7 +549,8 @@ def test_cli_runs_as_a_single_copied_file(tmp_path, model_path, digits):
     assert result.stdout.split()[0] == "d.png"
 
 
-def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
+def test_predict_imports_only_stdlib_numpy_onnxruntime_and_pillow():
+    """What requirements-inference.txt must hold: the imports of predict.py, and nothing of the training stacks."""
     nodes = list(ast.walk(ast.parse(PREDICT_PY.read_text())))
     imported = {
         alias.name.split(".")[0]
@@ -454,16 +564,17 @@ def test_predict_imports_only_stdlib_numpy_and_onnxruntime():
         if isinstance(node, ast.ImportFrom) and node.level == 0
     }
     third_party = imported - set(sys.stdlib_module_names) - {"__future__"}
-    assert third_party == {"numpy", "onnxruntime"}, third_party
+    assert third_party == {"numpy", "onnxruntime", "PIL"}, third_party
     code = (
-        "import sys, helpers.predict; print(sorted(m for m in sys.modules if m.startswith('helpers') "
-        "or m.split('.')[0] in ('torch', 'tensorflow', 'onnx', 'PIL', 'matplotlib')))"
+        "import sys, helpers.predict; print(sorted({m.split('.')[0] if m.startswith('PIL') else m "
+        "for m in sys.modules if m.startswith('helpers') "
+        "or m.split('.')[0] in ('torch', 'tensorflow', 'onnx', 'PIL', 'matplotlib')}))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (
         result.stdout.strip()
-        == "['helpers', 'helpers.data', 'helpers.data.paths', 'helpers.predict']"
+        == "['PIL', 'helpers', 'helpers.data', 'helpers.data.paths', 'helpers.predict']"
     )
 
 
