@@ -93,12 +93,21 @@ def the_class(reference: dict) -> dict[str, tuple[dict, dict]]:
     }
 
 
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # what nbgrader leaves of a solution
+
+
 def submission(release: nbformat.NotebookNode, sources: dict) -> nbformat.NotebookNode:
-    """A learner's notebook: the release version with ``sources`` in place of those cells' sources."""
+    """A learner's notebook: the release version, each answer cell of ``sources`` with its code in place of
+    the stub, any other cell of ``sources`` replaced whole."""
     notebook = nbformat.from_dict(release)
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in sources:
+        if grade_id not in sources:
+            continue
+        if cell.metadata["nbgrader"]["solution"]:
+            assert STUB in cell.source, f"no stub in the released {grade_id}: {cell.source!r}"
+            cell.source = cell.source.replace(STUB, sources[grade_id])
+        else:
             cell.source = sources[grade_id]
     return notebook
 
@@ -183,7 +192,7 @@ def test_a_cell_that_never_ends_is_stopped_and_scores_0(graded_class):
         if c.cell_type == "code"
     }
     assert errors[answer_cell("00.1")], "the looping cell shows no error: was it stopped?"
-    assert "NameError" in errors[check_cell("00.1")], errors  # no answer: its check fails
+    assert "AssertionError" in errors[check_cell("00.1")], errors  # answer None: its check fails
     assert not errors[check_cell("00.2")] and not errors[check_cell("00.3")], errors  # the rest ran
 
 

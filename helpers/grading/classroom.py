@@ -4,8 +4,9 @@
 for nbgrader (TEACHING.md has the teacher's other commands). Per exercise ``NN.K`` an assignment holds:
 
 - the exercise's text from the notebook's "## Exercises" list, and the line saying the answer goes in ``answer``;
-- an answer cell: the reference answer between nbgrader's solution markers, generated from the checks module
-  (``solve_K`` and the module-level imports, functions, classes and constants it uses, found by AST), then
+- an answer cell: ``answer = None`` (a cell that fails leaves None, never an earlier exercise's answer), then
+  the reference answer between nbgrader's solution markers, generated from the checks module (``solve_K`` and
+  the module-level imports, functions, classes and constants it uses, found by AST) and ending in
   ``answer = solve_K(Path.cwd())``; ``nbgrader generate_assignment`` leaves learners a stub in its place;
 - an autograder cell worth ``POINTS``: ``check("NN.K", answer)``, the learner's own checker, its words printed.
 
@@ -41,6 +42,8 @@ COURSE_TEMPLATE = (
 )  # nbgrader_config.py; what nbgrader writes beside it is git-ignored
 POINTS = 1  # per exercise
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+# first line of an answer cell, outside the markers: a cell that fails leaves None, never an earlier answer
+ANSWER_RESET = "answer = None"
 ANSWER_LINE = (
     "Leave your answer, what you would pass to `check`, in a variable named `answer`: the cell after yours "
     'grades it with `check("{eid}", answer)`.'
@@ -295,7 +298,7 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
                 metadata=_nbgrader(f"text_{slug}", locked=True),
             ),
             nbformat.v4.new_code_cell(
-                f"{BEGIN}\n{answers[eid]}\n{END}",
+                f"{ANSWER_RESET}\n{BEGIN}\n{answers[eid]}\n{END}",
                 id=f"answer-{slug}",
                 metadata=_nbgrader(f"answer_{slug}", solution=True),
             ),
