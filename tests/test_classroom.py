@@ -17,6 +17,7 @@ import zipfile
 
 import nbformat
 import pytest
+from conftest import NEEDS  # the tiers an exercise's checks need, by notebook number
 
 from helpers.grading import classroom
 from helpers.grading.exercises import all_exercises
@@ -285,9 +286,6 @@ def test_the_release_holds_no_reference_and_the_source_does(tmp_path):
         for p in notebook_paths()
         if any(e.startswith(p.name[:2] + ".") for e in all_exercises())
     )
-
-
-NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}  # as tests/conftest.py's NEEDS
 
 
 @pytest.mark.slow
