@@ -8,12 +8,11 @@ import sys
 
 import numpy as np
 import pytest
-from tables import right, rows
+from tables import check, right, rows
 
 from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import session as ort_session
 from helpers.grading.checks.ex03 import ORT_TO_NUMPY, classify, shift_accuracies, shifted
-from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
 
 
@@ -201,7 +200,16 @@ def whole_shape(session, images):  # the declared shape, 'batch' included
     return session.run(None, {spec.name: feed})[0].argmax(1)
 
 
+def labels_per_run(session, images):  # runs of 100 images, their labels left in a list
+    return [classify(session, images[s : s + 100]) for s in range(0, len(images), 100)]
+
+
 OWN_ROUND_03_1 = [
+    (
+        "labels of each run of 100 left in a list",
+        labels_per_run,
+        ["returns a list of 10 arrays (of 99 or 100 labels)", "one integer label per image"],
+    ),
     ("height and width swapped for channels last", swapped_axes, "on a channels-last copy"),
     ("normalized with MNIST's mean and std", mean_std, "differ from the model's own"),
     ("inverted pixels", inverted, "differ from the model's own"),
@@ -271,15 +279,18 @@ def assert_hides(feedback, truth):
             assert text not in feedback.message, (text, feedback.message)
 
 
-def test_shift_curve_says_direction_and_coarse_size_only(truth):
+def test_shift_curve_names_the_shifts_never_which_way_nor_how_far(truth):
     left = {
         **truth,
         1: truth[1] + 0.002,
         5: truth[5] * 0.5,
     }  # a small slip at one shift, a large one at another
     feedback = check("03.2", left)
-    assert_names(feedback, "1 px: too high, by less than 10 %", "5 px: too low, by more than 10 %")
+    assert_names(feedback, "at 1 px, 5 px are not the PyTorch file's", "(5 of 7 right)")
     assert "0 px" not in feedback.message and "6 px" not in feedback.message
+    for direction in ("high", "low", "more", "less", "%"):
+        assert direction not in feedback.message, feedback.message
+    assert feedback.message == check("03.2", {**left, 1: truth[1] - 0.002}).message
     assert_hides(feedback, truth)
 
 
@@ -318,13 +329,13 @@ REQUIREMENTS_03_2 = [
         lambda truth: shift_accuracies(roll=True),
         "np.roll",
     ),
-    ("every test digit", lambda truth: _curve(n=1000), "px: too"),
-    ("test digits", lambda truth: _curve(train=True), "px: too"),
-    ("the PyTorch file", lambda truth: _curve(file="mnist_mlp_keras.onnx"), "px: too"),
+    ("every test digit", lambda truth: _curve(n=1000), "already at 0 px"),
+    ("test digits", lambda truth: _curve(train=True), "already at 0 px"),
+    ("the PyTorch file", lambda truth: _curve(file="mnist_mlp_keras.onnx"), "already at 0 px"),
     (
         "each accuracy exact",
         lambda truth: {**truth, 1: truth[1] + 0.002},
-        "1 px: too high, by less than 10 %",
+        "at 1 px are not",
     ),
 ]
 
@@ -332,19 +343,23 @@ OWN_ROUND_03_2 = [
     (
         "shifted to the left",
         lambda truth: _curve(move=lambda x, k: np.pad(x, ((0, 0), (0, 0), (0, k)))[:, :, k:]),
-        "px: too",
+        "at 1 px, 2 px",
     ),
     (
         "shifted right and down",
         lambda truth: _curve(move=lambda x, k: shifted(shifted(x, k), k, axis=1)),
-        "px: too",
+        "at 1 px, 2 px",
     ),
-    ("agreement with the unshifted predictions", lambda truth: _curve(agreement=True), "px: too"),
-    ("pixels left in 0..255", lambda truth: _curve(scale=1.0), "px: too"),
+    (
+        "agreement with the unshifted predictions",
+        lambda truth: _curve(agreement=True),
+        "already at 0 px",
+    ),
+    ("pixels left in 0..255", lambda truth: _curve(scale=1.0), "already at 0 px"),
     (
         "error rates instead of accuracies",
         lambda truth: {k: 1 - v for k, v in truth.items()},
-        "px: too",
+        "already at 0 px",
     ),
     (
         "formatted strings",
@@ -452,7 +467,25 @@ def image_hard_coded_in_batches(session, images):  # the batch size read, the na
     return np.concatenate(runs).argmax(1)[: len(images)]
 
 
+def dynamic_by_its_name(session, images):  # only a batch named 'batch' taken as dynamic
+    size = session.get_inputs()[0].shape[0]
+    if size == "batch":
+        return classify(session, images)
+    return np.concatenate([classify(session, b) for b in _padded_batches(images, size)])[
+        : len(images)
+    ]
+
+
+def labels_per_batch(session, images):  # each batch's labels, left in a list
+    return [classify(session, b) for b in _padded_batches(images, _size(session, images))]
+
+
 REQUIREMENTS_03_3 = [
+    (
+        "a dynamic batch is a str, whatever its name",
+        dynamic_by_its_name,
+        ["a copy whose batch is dynamic and named 'unk__", "raised TypeError"],
+    ),
     (
         "a function classify_in_batches(session, images_uint8)",
         "batches.py",
@@ -511,6 +544,11 @@ def fixed_size_for_dynamic_too(session, images):  # batches of 32 even where the
 
 
 OWN_ROUND_03_3 = [
+    (
+        "each batch's labels left in a list",
+        labels_per_batch,
+        ["returns a list of 1 array (of 999 labels)", "one integer label per image"],
+    ),
     ("everything padded, one run", padded_all_at_once, "a run had 1024"),
     ("int() of a dynamic batch", int_of_the_batch, "raised ValueError"),
     ("notebook 01's file instead of the session", notebook_01_file, "labels of notebook 01's file"),
