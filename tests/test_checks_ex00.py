@@ -10,10 +10,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
-from tables import accepted, refused
+from tables import accepted, check, refused
 
+from helpers.grading.checks._common import rng, seeded
 from helpers.grading.checks.ex00 import BREAKAGES, broken_models, given_weights, interpret
-from helpers.grading.exercises import check
 from helpers.pipeline.artifacts import built_artifact
 
 
@@ -98,6 +98,8 @@ def test_classifier_right_answers_written_differently_pass(tmp_path):
     model = helper.make_model(graph, ir_version=10, opset_imports=[helper.make_opsetid("", 20)])
     onnx.checker.check_model(model, full_check=True)
     accepted("00.1", model)
+    # b stored as a row [1, 3]: Gemm adds it to every row of x @ W.T just the same
+    accepted("00.1", classifier(b=given_weights()[1].reshape(1, 3)))
 
 
 W_RANDOM = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
@@ -150,6 +152,10 @@ CLASSIFIER_REQUIREMENTS = {
     ),
     "W as given": (dict(W=W_RANDOM), ["differs from the exercise's W"]),
     "b as given": (dict(b=np.zeros(3, np.float32)), ["initializer b", "other values"]),
+    "b [3] (or a row [1, 3])": (
+        dict(b=np.tile(given_weights()[1], (2, 1))),
+        ["initializer b", "shape [3]", "yours has the shape [2, 3]"],
+    ),
     "softmax over each row": (dict(softmax_axis=0), ["do not each sum to 1", "axis=-1"]),
     "equals softmax(x @ W.T + b)": (
         dict(alpha=2.0),
@@ -176,7 +182,8 @@ CLASSIFIER_OWN_ROUND = {
 def test_classifier_requirement_broken_alone_is_named_without_the_expected_output(requirement):
     answer, words = {**CLASSIFIER_REQUIREMENTS, **CLASSIFIER_OWN_ROUND}[requirement]
     feedback = refused("00.1", classifier(**answer), *words)
-    x = np.random.default_rng(2026).standard_normal((6, 4)).astype(np.float32)
+    with seeded(feedback.seed):  # the inputs the check made
+        x = rng().standard_normal((6, 4)).astype(np.float32)
     expected = ReferenceEvaluator(classifier()).run(None, {"x": x})[0]
     assert not any(f"{v:.3f}" in feedback.message for v in expected.ravel())
 
@@ -377,7 +384,9 @@ def test_interpreter_reusing_an_existing_session_is_named():
 def test_every_model_handed_to_an_interpreter_passes_check_model():
     from helpers.grading.checks.ex00 import _interpreter_models, _truncated
 
-    for model in _interpreter_models().values():
+    with seeded(2026):
+        models = _interpreter_models()
+    for model in models.values():
         onnx.checker.check_model(model, full_check=True)
         for k in range(len(model.graph.node)):  # the cut graphs that locate the first wrong node
             onnx.checker.check_model(_truncated(model, k), full_check=True)
