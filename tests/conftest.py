@@ -1,14 +1,12 @@
-"""Shared fixtures (an isolated cache pre-seeded with the verified wheel, Chromium), the tiers, TensorFlow apart."""
+"""Shared fixtures (an isolated cache pre-seeded with the verified wheel, Chromium), the tiers, TensorFlow apart
+(pytest-isolated runs the tensorflow tests in a child pytest of their own)."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -91,14 +89,26 @@ FILE_MARKERS = {
     "test_ray_serve.py": ["ray"],
 }
 NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
-TENSORFLOW_CHILD = (
-    "ONNX_PDF_TENSORFLOW_CHILD"  # set in the child pytest: the folder of its node ids and reports
+# With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults (as torch
+# imports triton). So every tensorflow test of tests/ runs in one child pytest that pytest-isolated starts (one
+# group: TensorFlow is imported once); a notebook runs in a kernel of its own anyway. The main process (and every
+# pytest-xdist worker) never imports TensorFlow: test_tensorflow_apart.py and pytest_runtest_makereport below check it.
+TENSORFLOW_GROUP = pytest.mark.isolated(group="tensorflow", timeout=3600)
+TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
+TENSORFLOW_CHECK = "test_tensorflow_apart.py::test_this_pytest_process_never_imported_tensorflow"
+ISOLATED_CHILD = (
+    "PYTEST_RUNNING_IN_SUBPROCESS"  # pytest-isolated sets it in the child pytest it starts
 )
-_tensorflow: dict = {}
 
 
+def runs_tensorflow(item) -> bool:
+    """A tensorflow test of tests/ (a notebook runs in a kernel of its own, so it needs no child)."""
+    return item.get_closest_marker("tensorflow") is not None and item.path.suffix != ".ipynb"
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-isolated groups the items it finds marked
 def pytest_collection_modifyitems(items):
-    """Mark every item with its tiers; in the TensorFlow child, keep only the items its parent sent."""
+    """Mark every item with its tiers; the tensorflow tests of tests/ go to pytest-isolated's child pytest."""
     meta = series_meta()
     for item in items:
         number = re.search(
@@ -112,78 +122,38 @@ def pytest_collection_modifyitems(items):
         )
         for name in names:
             item.add_marker(name)
-    if os.environ.get(TENSORFLOW_CHILD):
-        wanted = set(json.loads(Path(os.environ[TENSORFLOW_CHILD], "nodeids.json").read_text()))
-        items[:] = [item for item in items if item.nodeid in wanted]
+        if runs_tensorflow(item):
+            item.add_marker(TENSORFLOW_GROUP)
+    # the check that this process never imported TensorFlow runs after every other test (a stable sort)
+    items.sort(key=lambda item: item.nodeid.endswith(TENSORFLOW_CHECK))
 
 
-def _in_tensorflow_child(item) -> bool:
-    """A tensorflow test of tests/ (a notebook runs in a kernel of its own, so it needs no child)."""
-    return item.get_closest_marker("tensorflow") is not None and item.path.suffix != ".ipynb"
+def tensorflow_loaded() -> list[str]:
+    """The TensorFlow modules this process has imported."""
+    return [name for name in TENSORFLOW_MODULES if name in sys.modules]
 
 
-def _run_tensorflow_child(session) -> None:
-    """Every selected tensorflow test of the session, run in one child pytest; its reports kept by node id."""
-    items = [item for item in session.items if _in_tensorflow_child(item)]
-    with tempfile.TemporaryDirectory(prefix="onnx-pdf-tensorflow-") as folder:
-        Path(folder, "nodeids.json").write_text(json.dumps([item.nodeid for item in items]))
-        with open(Path(folder, "output.txt"), "w") as output:
-            child = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", *sorted({str(i.path) for i in items})],
-                cwd=session.config.rootpath,
-                env={**os.environ, TENSORFLOW_CHILD: folder},
-                stdout=output,
-                stderr=subprocess.STDOUT,
-                check=False,
-            )
-        log = Path(folder, "reports.jsonl")
-        for line in log.read_text().splitlines() if log.exists() else []:
-            _tensorflow.setdefault(json.loads(line)["nodeid"], []).append(json.loads(line))
-        _tensorflow[None] = (
-            f"exit {child.returncode}, output ending:\n{Path(folder, 'output.txt').read_text()[-3000:]}"
-        )
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    """A tensorflow test never runs in this process: with the pinned builds, a process that loaded TensorFlow before
-    PyTorch's exporter segfaults (as torch imports triton). They all run in one child pytest, whatever the order;
-    here each replays its own reports from there."""
-    if os.environ.get(TENSORFLOW_CHILD) or not _in_tensorflow_child(item):
-        return None
-    if None not in _tensorflow:
-        _run_tensorflow_child(item.session)
-    config = item.config
-    reports = [
-        config.hook.pytest_report_from_serializable(config=config, data=data)
-        for data in _tensorflow.get(item.nodeid, [])
-    ]
-    if not any(report.when == "teardown" for report in reports):
-        reports.append(
-            pytest.TestReport(
-                item.nodeid,
-                item.location,
-                {},
-                "failed",
-                f"the TensorFlow child pytest gave no result for this test ({_tensorflow[None]})",
-                "call",
-            )
-        )
-    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    for report in reports:
-        item.ihook.pytest_runtest_logreport(report=report)
-    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
-    return True
+_tensorflow_blamed: list[str] = []  # the test after which this process first held TensorFlow
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """In the TensorFlow child, every report is also written for the parent to replay."""
+    """Outside the TensorFlow child, the test after which TensorFlow is first found loaded fails, named (xdist too)."""
     report = yield
-    if os.environ.get(TENSORFLOW_CHILD):
-        with open(Path(os.environ[TENSORFLOW_CHILD], "reports.jsonl"), "a") as log:
-            data = item.config.hook.pytest_report_to_serializable(config=item.config, report=report)
-            log.write(json.dumps(data) + "\n")
+    loaded = tensorflow_loaded()
+    if (
+        call.when == "teardown"
+        and loaded
+        and not _tensorflow_blamed
+        and os.environ.get(ISOLATED_CHILD) != "1"
+    ):
+        _tensorflow_blamed.append(item.nodeid)
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} left {loaded} imported in this pytest process: TensorFlow must run in "
+            "pytest-isolated's child (a tensorflow marker, see tests/conftest.py), or PyTorch's exporter "
+            "segfaults later in this process"
+        )
     return report
 
 
