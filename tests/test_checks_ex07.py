@@ -1,31 +1,23 @@
-"""The checks of notebook 07's exercises: right answers written otherwise than solutions/ex07.py are accepted;
+"""The checks of notebook 07's exercises: right answers written otherwise than the references are accepted;
 realistic wrong answers fail with feedback naming the mistake and never showing the expected tokens.
 The checks use notebook 07's cached int4 model (built once if missing)."""
 
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import onnxruntime_genai as og
 import pytest
-from tables import accepted, right, rows
+from tables import accepted, refused, right, rows
 
-from helpers.grading.exercises import check
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from solutions import ex07  # noqa: E402
+from helpers.grading.checks import ex07
 
 
 def feedback(exercise, answer):
-    result = check(exercise, answer)
-    assert not result, f"{exercise} accepted a wrong answer: {result}"
-    assert not re.search(r"\[\d+, \d+", result.message), (
-        f"token ids in the feedback: {result.message}"
-    )
-    return result.message
+    message = refused(exercise, answer).message
+    assert not re.search(r"\[\d+, \d+", message), f"token ids in the feedback: {message}"
+    return message
 
 
 def decode_steps(generator, max_new_tokens):
@@ -128,9 +120,7 @@ def rewind_to_zero(generator, tokenizer, prefix_len, questions_ids, max_new_toke
 
 
 def new_generator_each_time(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
-    from helpers.grading.checks.ex07 import smollm
-
-    model, _ = smollm()  # the learner's notebook has the same model
+    model, _ = ex07.smollm()  # the learner's notebook has the same model
     prefix = generator.get_sequence(0)[:prefix_len].copy()
     return [
         ex07.generate(model, tokenizer, np.concatenate([prefix, q]), max_new_tokens)
@@ -170,6 +160,11 @@ def one_list_object(generator, tokenizer, prefix_len, questions_ids, max_new_tok
             ids.append(int(generator.get_next_tokens()[0]))
         answers.append(ids)
     return answers
+
+
+def first_answer_repeated(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+    answers = ex07.answer_each(generator, tokenizer, prefix_len, questions_ids[:1], max_new_tokens)
+    return answers * len(questions_ids)  # mistake: the first question's answer for every question
 
 
 def list_never_emptied(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
@@ -222,7 +217,8 @@ REQUIREMENTS_07_2 = [
     ("a function answer_each(...)", [[1, 2]], "expected your function answer_each"),
     ("a list: one answer per question", first_answer_only, "expected a list of 3 answers"),
     ("each answer a list of token ids", decoded_text, "expected a list of token ids"),
-    ("each answer a list of its own", one_list_object, "one and the same list object"),
+    ("each answer a list of its own", one_list_object, "one list object, filled by every question"),
+    ("each question its own answer", first_answer_repeated, "answer 1 is repeated as answer 2"),
     (
         "only the answer's new tokens, not the question's",
         with_question_tokens,
@@ -422,7 +418,7 @@ REQUIREMENTS_07_3 = [
     (
         "max_length: prompt plus max_new_tokens",
         generate_variant(max_length=lambda prompt, new: new),
-        "max_length counts prompt plus answer",
+        "max_length limits every token the generator holds",
     ),
     (
         "a stop text spanning several tokens",
@@ -451,7 +447,7 @@ REQUIREMENTS_07_3 = [
 OTHER_MISTAKES_07_3 = [
     (
         generate_variant(max_length=lambda prompt, new: prompt + new - 1),
-        "max_length counts prompt plus answer",
+        "max_length limits every token the generator holds",
     ),
     (fixed_loop_without_is_done, ("it raised", "you went on after the end")),
 ]
@@ -471,23 +467,24 @@ def test_each_requirement_broken_alone_and_each_other_mistake_is_named(exercise,
     assert any(n in message for n in ((named,) if isinstance(named, str) else named)), message
     if exercise == "07.2" and wrong is not new_generator_each_time:
         assert "new generator" not in message and "og.Generator" not in message, message
+    if wrong is first_answer_repeated:  # the cause is the repeated answer, not a shared list
+        assert "list object" not in message, message
+    assert "len(prompt_ids)" not in message, message  # the max_length formula the task asks for
 
 
 def test_07_3_stop_cases_defeat_the_wrong_stop_tests():
     """The stop text that ends inside a token defeats a test on the last token's text; "healthy" is in the prompt,
     and the answer goes on after where a search of the prompt would stop."""
-    from helpers.grading.checks import ex07 as checks
-
-    model, tokenizer = checks.smollm()
-    ids = checks.prompt_ids(
-        tokenizer, [checks.SYSTEM, {"role": "user", "content": "What is the capital of Spain?"}]
+    model, tokenizer = ex07.smollm()
+    ids = ex07.prompt_ids(
+        tokenizer, [ex07.SYSTEM, {"role": "user", "content": "What is the capital of Spain?"}]
     )
-    stop = checks.stop_inside_a_token(model, tokenizer, ids)
-    out = checks.greedy(model, ids, 60, stop, tokenizer)
+    stop = ex07.stop_inside_a_token(model, tokenizer, ids)
+    out = ex07.greedy(model, ids, 60, stop, tokenizer)
     text, last = tokenizer.decode(out), tokenizer.decode(out[-1:])
     assert stop in text and not text.endswith(stop) and stop not in last
-    tips = checks.prompt_ids(
+    tips = ex07.prompt_ids(
         tokenizer,
-        [checks.SYSTEM, {"role": "user", "content": "Give three tips for staying healthy."}],
+        [ex07.SYSTEM, {"role": "user", "content": "Give three tips for staying healthy."}],
     )
-    assert len(checks.greedy(model, tips, 40, "healthy", tokenizer)) > 1
+    assert len(ex07.greedy(model, tips, 40, "healthy", tokenizer)) > 1

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+from pathlib import Path
 
+from helpers.grading.checks import _common
 from helpers.grading.checks._common import Wrong, require_callable
 
 
@@ -12,10 +14,11 @@ from helpers.grading.checks._common import Wrong, require_callable
 def smollm():
     import onnxruntime_genai as og
 
+    from helpers.lessons import int4_command  # notebook 07's builder command
     from helpers.pipeline import llm
 
     folder = llm.cached_int4_model(
-        log=lambda message: None if message.startswith("reusing") else print(message)
+        int4_command, log=lambda message: None if message.startswith("reusing") else print(message)
     )
     config = og.Config(str(folder))
     config.overlay(
@@ -99,6 +102,29 @@ def _differs(tokenizer, got, want, label, eos) -> None:
     )
 
 
+def _repeated(got, objects, wants, what, eos, max_new) -> None:
+    """A Wrong if two answers hold the same tokens though the greedy answers to their questions differ;
+    the cause named when the tokens are the first one's answer, or one list kept for every answer."""
+    bare = [ids[:-1] if ids and ids[-1] in eos else ids for ids in got]  # end-of-turn: either way
+    right = [ids[:-1] if ids and ids[-1] in eos else ids for ids in wants]
+    for i in range(len(got)):
+        for j in range(i):
+            if bare[i] != bare[j] or right[i] == right[j]:
+                continue
+            cause = (
+                f"answer {j + 1} is repeated as answer {i + 1}: each question gets its own answer"
+                if bare[j] == right[j]
+                else "they are one list object, filled by every question in turn: each answer needs a "
+                "list of its own"
+                if objects[i] is objects[j] and (bare[i] == right[-1] or len(bare[i]) > max_new)
+                else "each question gets its own answer"
+            )
+            raise Wrong(
+                f"on {what}: answers {j + 1} and {i + 1} hold the same tokens, though the greedy answers "
+                f"to their questions differ; {cause}"
+            )
+
+
 class Recorder:
     """A real ``og.Generator`` noting each call as ``(name, tokens held before, first argument)``."""
 
@@ -148,7 +174,7 @@ def check_answer_each(answer):
     )
     model, tokenizer = smollm()
     eos = {int(t) for t in tokenizer.eos_token_ids}
-    rng, details = np.random.default_rng(), []
+    rng, details = _common.rng(), []  # the questions' order and the budget, new with each seed
     for system, questions, budget in ROUNDS:
         questions, max_new = (
             [questions[i] for i in rng.permutation(len(questions))],
@@ -199,13 +225,7 @@ def check_answer_each(answer):
             raise Wrong(
                 f"expected a list of {len(questions)} answers (lists of token ids) for {what}, got {shape}"
             )
-        same = [(i, j) for i in range(len(got)) for j in range(i) if got[i] is got[j]]
-        if same:
-            raise Wrong(
-                f"on {what}: answers {same[0][1] + 1} and {same[0][0] + 1} are one and the same list object; "
-                "each answer is a list of its own"
-            )
-        got = [_ids(g, f"answer {i + 1}") for i, g in enumerate(got)]
+        objects, got = got, [_ids(g, f"answer {i + 1}") for i, g in enumerate(got)]
         for i, (g, q) in enumerate(zip(got, asked)):
             for label, ask in (("the prefix and the question", prefix + q), ("the question", q)):
                 if len(g) > len(ask) and g[: len(ask)] == ask:
@@ -244,6 +264,7 @@ def check_answer_each(answer):
                 f"({together[0]} tokens); expected each question appended after the prefix on its own, as if "
                 "it were the only one"
             )
+        _repeated(got, objects, wants, what, eos, max_new)
         steps = (
             sum(1 for name, _, _ in calls if name == "generate_next_token")
             + sum(  # and tokens picked by hand
@@ -336,7 +357,7 @@ def check_generate(answer):
         (
             tips,
             "the tips question",
-            int(np.random.default_rng().integers(9, 15)),
+            int(_common.rng(1).integers(9, 15)),
             None,
         ),  # ends at the budget
         (tips, "the tips question", 100, "\n\n2."),  # a stop spanning several tokens
@@ -360,7 +381,7 @@ def check_generate(answer):
             )  # without a stop text, called as the task writes it: stop=None by default
         except Exception as err:  # whatever the learner's function raises is reported, not hidden
             hint = (
-                " (max_length counts prompt plus answer: len(prompt_ids) + max_new_tokens)"
+                " (max_length limits every token the generator holds, not only the new ones)"
                 if "max length" in str(err).lower() or "max_length" in str(err).lower()
                 else " (stop is optional: the task's signature has stop=None)"
                 if stop is None and "stop" in str(err)
@@ -409,7 +430,7 @@ def check_generate(answer):
         if got and got == want[: len(got)] and ended == "the token budget":
             raise Wrong(
                 f"on {what}: your {len(got)} tokens are the start of the greedy answer, but it goes on to "
-                "max_new_tokens: max_length counts prompt plus answer, len(prompt_ids) + max_new_tokens"
+                "max_new_tokens: max_length limits every token the generator holds, not only the new ones"
             )
         if got[: len(want)] == want:
             hint = (
@@ -430,3 +451,50 @@ CHECKS = {
     "07.2": check_answer_each,
     "07.3": check_generate,
 }
+
+
+# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+# onnxruntime-genai and notebook 07's cached int4 model, as in the notebook.
+
+
+def answer_each(generator, tokenizer, prefix_len: int, questions_ids, max_new_tokens: int) -> list:
+    """Answer each question after the shared prefix, reusing its KV cache: rewind to the prefix every time."""
+    answers = []
+    for question in questions_ids:
+        generator.rewind_to(prefix_len)  # back to just after the shared prefix
+        generator.append_tokens(question)  # only the question goes through the model
+        ids = []
+        while not generator.is_done() and len(ids) < max_new_tokens:
+            generator.generate_next_token()
+            ids.append(int(generator.get_next_tokens()[0]))
+        answers.append(ids)
+    return answers
+
+
+def generate(model, tokenizer, prompt_ids, max_new_tokens: int, stop: str | None = None) -> list:
+    """Greedy new token ids: at most max_new_tokens, ending at end-of-turn or with the token completing ``stop``."""
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(
+        max_length=len(prompt_ids) + max_new_tokens, do_sample=False
+    )  # prompt + answer
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt_ids)
+    stream, text, new_ids = tokenizer.create_stream(), "", []
+    while not generator.is_done():
+        generator.generate_next_token()
+        token = int(generator.get_next_tokens()[0])
+        new_ids.append(token)
+        text += stream.decode(token)
+        if stop is not None and stop in text:  # the stop text may span tokens, or end inside one
+            break
+    return new_ids
+
+
+def solve_2(workdir: Path):
+    return answer_each
+
+
+def solve_3(workdir: Path):
+    return generate
