@@ -492,3 +492,27 @@ def test_cached_int4_model_is_notebook_07s_build_and_is_reused(monkeypatch):
     assert llm.cached_int4_model(int4_command) == folder
     config = json.loads((folder / "genai_config.json").read_text())
     assert config["model"]["decoder"]["num_hidden_layers"] > 0
+
+
+def test_kv_calibration_refuses_other_commands_and_built_from_needs_a_complete_build(tmp_path):
+    with pytest.raises(
+        ValueError, match="expected 'python -m onnxruntime_genai.models.quantization"
+    ):
+        llm.run_kv_calibration(f"python -m other_tool --out {tmp_path / 'scales.json'}", log=quiet)
+    with pytest.raises(ValueError, match="--out FOLDER/NAME.json"):
+        llm.run_kv_calibration(" ".join(llm.KV_CALIBRATION + ["--model", "m"]), log=quiet)
+    with pytest.raises(llm.IncompleteBuild, match="not a complete genai build"):
+        llm.built_from(tmp_path)
+    gone = tmp_path / "hf-gone"
+    llm.build_marked(
+        tmp_path / "model-int4",
+        lambda tmp: write_files(tmp, **{name: "x" for name in llm.MODEL_FILES}),
+        required=llm.MODEL_FILES,
+        recipe={"command": [*llm.BUILDER, "-i", str(gone), "-o", "OUT"]},
+        log=quiet,
+    )
+    with pytest.raises(llm.IncompleteBuild, match="hf-gone, which is gone: run notebook 07 again"):
+        llm.built_from(tmp_path / "model-int4")
+    gone.mkdir()
+    (gone / "config.json").write_text("{}")
+    assert llm.built_from(tmp_path / "model-int4") == gone
