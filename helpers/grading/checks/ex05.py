@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from helpers.data.mnist import load_mnist
+from helpers.grading.checks import _common
 from helpers.grading.checks._common import (
     Wrong,
     as_model_path,
@@ -81,11 +82,11 @@ def dense(op: str, w: str, b: str) -> list:
     return [make_node("MatMul", ["h", w], ["h_" + w]), make_node("Add", ["h_" + w, b], ["scores"])]
 
 
-def fresh_model(kind: str = "cnn"):
-    """A classifier unlike the series' ones (``"cnn"`` or ``"mlp"``), input 'pixels', output 'scores', head fitted."""
+def fresh_model(rng, kind: str = "cnn", trans_b: int = 1):
+    """A classifier unlike the series' ones (``"cnn"`` or ``"mlp"``), weights drawn by ``rng``, input 'pixels',
+    output 'scores', head fitted; the MLP's Gemm stores its weight [out, in] (``trans_b`` 1) or [in, out] (0)."""
     from onnx.helper import make_node
 
-    rng = np.random.default_rng(5)
     if kind == "cnn":
         weights = {
             "w1": rng.normal(0, 0.3, (4, 1, 5, 5)),
@@ -96,14 +97,11 @@ def fresh_model(kind: str = "cnn"):
         }
         body, width, head = cnn_nodes(5, 0, 2), 864, "Gemm"
     else:
-        weights = {
-            "w1": rng.normal(0, 0.1, (100, 784)),
-            "b1": rng.normal(0, 0.5, 100),
-            "flat": [-1, 784],
-        }
+        w1 = rng.normal(0, 0.1, (100, 784))
+        weights = {"w1": w1 if trans_b else w1.T, "b1": rng.normal(0, 0.5, 100), "flat": [-1, 784]}
         body = [
             make_node("Reshape", ["pixels", "flat"], ["x"]),
-            make_node("Gemm", ["x", "w1", "b1"], ["g1"], transB=1),
+            make_node("Gemm", ["x", "w1", "b1"], ["g1"], transB=trans_b),
             make_node("Relu", ["g1"], ["h"]),
         ]
         width, head = 100, "MatMul"
@@ -132,10 +130,18 @@ def _run(answer, what: str, source: Path, target: Path, argument) -> Path:
 
 
 def _agreement(fp32: Path, small: Path, what: str, minimum: float) -> float:
-    """Share of 1,000 test digits (never handed to the learner) on which both files pick the same digit."""
-    x = test_images(1000)[0]
-    sessions = [session(p) for p in (fp32, small)]
-    picks = [s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) for s in sessions]
+    """Share of 1,000 test digits (never handed to the learner, drawn by the check's seed) on which both files
+    pick the same digit."""
+    x = test_images(10_000)[0][_common.rng(9).choice(10_000, 1000, replace=False)]
+    try:
+        sessions = [session(p) for p in (fp32, small)]
+        picks = [s.run(None, {s.get_inputs()[0].name: x})[0].argmax(1) for s in sessions]
+    except Wrong as wrong:
+        raise Wrong(f"{what}: {wrong}") from wrong
+    except Exception as err:  # onnxruntime's own errors, for a file whose shapes do not fit
+        raise Wrong(
+            f"{what}: your file loads but fails on test digits: {type(err).__name__}: {err}"
+        ) from err
     agreement = float((picks[0] == picks[1]).mean())
     if agreement < minimum:
         raise Wrong(
@@ -155,7 +161,7 @@ N_CALIBRATION = 300
 
 def calibration_digits(kind: str) -> np.ndarray:
     """The training digits the check hands to the learner's function for call ``kind`` (see CALLS)."""
-    train, rng = load_mnist().x_train, np.random.default_rng(5051 + CALLS[kind][1])
+    train, rng = load_mnist().x_train, _common.rng(10 + CALLS[kind][1])
     digits = train[rng.choice(len(train), N_CALIBRATION, replace=False)]
     if kind != "normal":
         digits = digits // 2
@@ -247,7 +253,7 @@ def check_static_int8(answer):
 
     require_callable(answer, "quantize_int8(fp32_path, int8_path, train_uint8)")
     with tempfile.TemporaryDirectory() as tmp:
-        cnn = fresh_model()
+        cnn = fresh_model(_common.rng(1))
         files, fp32, reach = {}, {}, {}
         for kind, (name, seed) in CALLS.items():
             fp32[kind] = Path(tmp) / f"cnn_{kind.replace(' ', '_')}.onnx"
@@ -373,7 +379,7 @@ def check_calibration_reader(answer):
         answer, CalibrationDataReader
     ):  # ONNX Runtime's own test: a callable get_next
         raise Wrong(f"expected a CalibrationDataReader: {answer.__name__} has no get_next() method")
-    train, rng = load_mnist().x_train, np.random.default_rng(5052)
+    train, rng = load_mnist().x_train, _common.rng(2)
     cnn, digits = (
         built_artifact("mnist_cnn_pytorch.onnx"),
         train[rng.choice(len(train), 250, replace=False)],
@@ -407,10 +413,10 @@ def check_calibration_reader(answer):
 
 
 # ---------------------------------------------------------------------------------------------- 05.3
-BLOCK_SIZES = {
-    16: ("pixels", "scores"),
-    64: ("features", "class_logits"),
-}  # block size -> input, output names
+BLOCK_SIZES = {  # block size -> input and output names, the Gemm's transB: its weight stored [out, in] or [in, out]
+    16: ("pixels", "scores", 1),
+    64: ("features", "class_logits", 0),
+}
 
 
 def check_int4_weights(answer):
@@ -418,8 +424,9 @@ def check_int4_weights(answer):
 
     require_callable(answer, "int4_weights(fp32_path, int4_path, block_size)")
     with tempfile.TemporaryDirectory() as tmp:
-        mlp, what = fresh_model("mlp"), "the check's MLP (one Gemm, one MatMul)"
-        for block, (name_in, name_out) in BLOCK_SIZES.items():
+        for block, (name_in, name_out, trans_b) in BLOCK_SIZES.items():
+            mlp = fresh_model(_common.rng(3 + trans_b), "mlp", trans_b)
+            what = f"the check's MLP (a Gemm with transB={trans_b}, a MatMul)"
             fp32 = Path(tmp) / f"mlp_{block}.onnx"
             onnx.save(
                 varied_model(mlp, block, name_in, name_out), fp32
@@ -453,9 +460,12 @@ def check_int4_weights(answer):
                     raise Wrong(
                         f"block {block}, {node.name or node.output[0]}: {'; '.join(problems)}"
                     )
-            agreement = _agreement(fp32, path, f"block {block}", 0.85)  # 4-bit random layers
+            agreement = _agreement(
+                fp32, path, f"{what}, block {block}", 0.85
+            )  # 4-bit random layers
     return [
         f"both layers as MatMulNBits with bits=4, symmetric, accuracy_level=4, block sizes {list(BLOCK_SIZES)}",
+        "Gemm weights stored [out, in] (transB=1) and [in, out] (transB=0) both rewritten right",
         f"block {block}: picks the fp32 model's digit on {agreement:.1%} of 1,000 test digits",
     ]
 
@@ -466,3 +476,111 @@ CHECKS = {
     "05.2": check_calibration_reader,
     "05.3": check_int4_weights,
 }
+
+
+# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+# Quantization works on the .onnx file alone: onnx and onnxruntime's quantization tools, no framework. Those tools
+# are imported where they are used, so that importing the checks stays quick.
+
+
+def calibration_reader_class():
+    """05.2's reader class: ``{input name: float32 [b, 1, 28, 28] in 0..1}`` per ``get_next()``, then None."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class MnistCalibrationReader(CalibrationDataReader):
+        """``model_path`` is read only for the name of its input, so the reader fits any file of the contract."""
+
+        def __init__(self, model_path, images_uint8: np.ndarray, batch_size: int = 100):
+            import onnxruntime as ort
+
+            session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+            self.input_name = session.get_inputs()[0].name
+            scaled = (
+                np.asarray(images_uint8).astype(np.float32)[:, None] / 255.0
+            )  # the contract: 0..1
+            self.batches = iter(
+                [scaled[i : i + batch_size] for i in range(0, len(scaled), batch_size)]
+            )
+
+        def get_next(self):
+            batch = next(self.batches, None)  # stays None once the batches are used up
+            return None if batch is None else {self.input_name: batch}
+
+    return MnistCalibrationReader
+
+
+def quantize_int8(fp32_path, int8_path, train_uint8):
+    """Static int8, QDQ, per-channel weights, calibrated on ``train_uint8`` (training digits, never test)."""
+    from onnxruntime.quantization import QuantFormat, quant_pre_process, quantize_static
+
+    reader_class = calibration_reader_class()
+    with tempfile.TemporaryDirectory() as tmp:
+        preprocessed = Path(tmp) / "preprocessed.onnx"
+        quant_pre_process(fp32_path, preprocessed)
+        quantize_static(
+            preprocessed,
+            int8_path,
+            reader_class(preprocessed, train_uint8),
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+        )
+
+
+def gemm_to_matmul(model):
+    """Each ``Gemm(x, W, b)`` (alpha = beta = 1, no transA) as ``MatMul(x, W) + Add(b)``, as in notebook 05."""
+    from onnx import helper, numpy_helper
+
+    weights = {t.name: t for t in model.graph.initializer}
+    nodes = []
+    for node in model.graph.node:
+        if node.op_type != "Gemm":
+            nodes.append(node)
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        w = numpy_helper.to_array(
+            weights[node.input[1]]
+        )  # MatMul wants [in, out]; transB=1 stores [out, in]
+        weights[node.input[1]].CopyFrom(
+            numpy_helper.from_array(
+                np.ascontiguousarray(w.T if attrs.get("transB") else w), node.input[1]
+            )
+        )
+        nodes += [
+            helper.make_node(
+                "MatMul", node.input[:2], [node.output[0] + "_mm"], name=node.name + "_mm"
+            ),
+            helper.make_node(
+                "Add", [node.output[0] + "_mm", node.input[2]], node.output, name=node.name + "_b"
+            ),
+        ]
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
+def int4_weights(fp32_path, int4_path, block_size):
+    """Every MatMul and Gemm (rewritten first) as 4-bit blocks: MatMulNBits, symmetric, accuracy_level 4."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(
+        gemm_to_matmul(onnx.load(fp32_path)),
+        bits=4,
+        block_size=block_size,
+        is_symmetric=True,
+        accuracy_level=4,
+    )
+    quantizer.process()
+    onnx.save(quantizer.model.model, int4_path)
+
+
+def solve_1(workdir: Path):
+    return quantize_int8
+
+
+def solve_2(workdir: Path):
+    return calibration_reader_class()
+
+
+def solve_3(workdir: Path):
+    return int4_weights
