@@ -12,6 +12,7 @@ from unittest import mock
 
 import numpy as np
 
+from helpers.grading.checks import _common
 from helpers.grading.checks._common import Wrong, require_callable, require_keys
 from helpers.grading.checks.ex05 import checked_model, cnn_nodes, dense
 from helpers.pipeline.artifacts import built_artifact
@@ -77,7 +78,7 @@ def _close(value, truth) -> bool:
 
 def check_fair_time(answer):
     require_callable(answer, "fair_time(fn) -> {'p50_us': ..., 'p90_us': ..., 'n': ...}")
-    rng = np.random.default_rng()
+    rng = _common.rng()  # the models' durations, new with each seed
     return [_check_fair_time_on(answer, kind, rng) for kind in MODELS]
 
 
@@ -249,7 +250,7 @@ def _macs_hint(got: int, path) -> str:
 
 def check_macs(answer):
     require_callable(answer, "macs_per_image(path) -> number of multiply-adds")
-    rng, details = np.random.default_rng(), []
+    rng, details = _common.rng(1), []
     with tempfile.TemporaryDirectory() as tmp:
         name = lambda: f"{rng.integers(10**6):06d}.onnx"  # noqa: E731 - a new file name every check
         cases = [
@@ -297,3 +298,54 @@ CHECKS = {
     "06.1": check_fair_time,
     "06.2": check_macs,
 }
+
+
+# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+
+
+def fair_time(fn, warmup: int = 5, calls: int = 30) -> dict:
+    """Warm up (not timed), then time ``calls`` calls; median and 90th percentile in microseconds."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    us = np.array(samples) * 1e6
+    return {
+        "p50_us": float(np.median(us)),
+        "p90_us": float(np.percentile(us, 90)),
+        "n": len(samples),
+    }
+
+
+def macs_per_image(path) -> int:
+    """Multiply-adds of every Conv, Gemm and MatMul node for one image, from ONNX shape inference."""
+    import onnx
+    from onnx import numpy_helper
+
+    model = onnx.load(path)
+    batch = model.graph.input[0].type.tensor_type.shape.dim[0]
+    batch.dim_value = 1  # one image: a fixed batch of 1
+    model = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*model.graph.value_info, *model.graph.output]
+    }
+    weights = {t.name: numpy_helper.to_array(t).shape for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        if node.op_type == "Conv":  # each output value: in_channels/groups x kh x kw products
+            total += int(np.prod(shapes[node.output[0]])) * int(np.prod(weights[node.input[1]][1:]))
+        elif node.op_type in ("Gemm", "MatMul") and node.input[1] in weights:
+            total += int(np.prod(weights[node.input[1]]))  # batch 1: one product per weight
+    return total
+
+
+def solve_1(workdir: Path):
+    return fair_time
+
+
+def solve_2(workdir: Path):
+    return macs_per_image
