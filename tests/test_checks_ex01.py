@@ -40,6 +40,12 @@ def export(module, dummies, path, names, outputs, dynamic=None, dynamo=True):
 
 
 IMAGE, LOGITS, BATCH = ["image"], ["logits"], ({0: "batch"},)
+EXPORT_CODE = ("output_names", "input_names", "dynamic_shapes", "dynamic_axes", "{0:")
+
+
+def without_code(feedback):
+    """The feedback names what is wrong without handing over the export call's code to write."""
+    assert not any(code in feedback.message for code in EXPORT_CODE), feedback.message
 
 
 class Wrapper(nn.Module):
@@ -143,7 +149,7 @@ ROWS_REQUIREMENTS = {
         lambda mlp, path: export(mlp, (torch.zeros(2, 1, 28, 28),), path, PIXELS, LOGITS, BATCH),
         ["input pixels [batch, 784]", "found ['batch', 1, 28, 28]"],
     ),
-    "a batch of any size": (rows(dynamic=None), ["batch dimension is fixed ({'pixels': 3})"]),
+    "a batch of any size": (rows(dynamic=None), ["batch of any size", "fixed for {'pixels': 3}"]),
     "output named logits": (
         rows(outputs=["scores"]),
         ["expected the outputs ['logits'], found ['scores']"],
@@ -170,7 +176,7 @@ ROWS_OWN_ROUND = {
 @pytest.mark.parametrize("requirement", list(ROWS_REQUIREMENTS) + list(ROWS_OWN_ROUND))
 def test_rows_requirement_broken_alone_is_named(mlp, tmp_path, requirement):
     build, words = {**ROWS_REQUIREMENTS, **ROWS_OWN_ROUND}[requirement]
-    refused("01.1", build(mlp, tmp_path / "rows.onnx"), *words)
+    without_code(refused("01.1", build(mlp, tmp_path / "rows.onnx"), *words))
 
 
 # ----------------------------------------------------------------------------------------------- 01.2 two inputs
@@ -260,7 +266,7 @@ TEMPERATURE_REQUIREMENTS = {
     ),
     "a dynamic batch for both inputs": (
         temperature(dynamic=({0: "batch"}, None)),
-        ["fixed ({'temperature': 1})", "for each input"],
+        ["fixed for {'temperature': 1}", "every input"],
     ),
     "output named probabilities": (
         temperature(outputs=LOGITS),
@@ -296,7 +302,7 @@ TEMPERATURE_OWN_ROUND = {
 )
 def test_temperature_requirement_broken_alone_is_named(mlp, tmp_path, requirement):
     build, words = {**TEMPERATURE_REQUIREMENTS, **TEMPERATURE_OWN_ROUND}[requirement]
-    refused("01.2", build(mlp, tmp_path / "temperature.onnx"), *words)
+    without_code(refused("01.2", build(mlp, tmp_path / "temperature.onnx"), *words))
 
 
 # ----------------------------------------------------------------------------------------------- 01.3 abstain
@@ -410,7 +416,7 @@ ABSTAIN_REQUIREMENTS = {
         ),
         ["input image [batch, 1, 28, 28]", "found ['batch', 784]"],
     ),
-    "a dynamic batch": (abstain(dynamic=None), ["batch dimension is fixed ({'image': 1})"]),
+    "a dynamic batch": (abstain(dynamic=None), ["batch of any size", "fixed for {'image': 1}"]),
     "output named logits": (
         abstain(outputs=["scores"]),
         ["expected the outputs ['logits'], found ['scores']"],
@@ -455,4 +461,4 @@ ABSTAIN_OWN_ROUND = {
 @pytest.mark.parametrize("requirement", list(ABSTAIN_REQUIREMENTS) + list(ABSTAIN_OWN_ROUND))
 def test_abstain_requirement_broken_alone_is_named(mlp, tmp_path, requirement):
     build, words = {**ABSTAIN_REQUIREMENTS, **ABSTAIN_OWN_ROUND}[requirement]
-    refused("01.3", build(mlp, tmp_path / "abstain.onnx"), *words)
+    without_code(refused("01.3", build(mlp, tmp_path / "abstain.onnx"), *words))

@@ -11,6 +11,7 @@ from helpers.grading.checks._common import (
     Wrong,
     as_model_path,
     reference_logits,
+    rng,
     test_images,
 )
 from helpers.grading.checks._common import (
@@ -24,10 +25,10 @@ _reference_logits = functools.partial(
 
 
 def _fresh_images(
-    n: int, seed: int
-):  # test digits picked at random, not the first ones a learner tries
+    n: int,
+):  # test digits picked with the check's seed, not the first ones a learner tries
     images, _ = test_images(10_000)
-    return images[np.random.default_rng(seed).choice(len(images), n, replace=False)]
+    return images[rng().choice(len(images), n, replace=False)]
 
 
 def _opened(answer, inputs: dict, outputs: dict):
@@ -39,8 +40,8 @@ def _opened(answer, inputs: dict, outputs: dict):
     )
     if found_in != list(inputs):
         raise Wrong(
-            f"expected the inputs {list(inputs)}, found {found_in}: input_names takes one name per argument "
-            "of forward, in order"
+            f"expected the inputs {list(inputs)}, found {found_in}: one input per argument of forward, "
+            "in order, named as the export call names them"
             + (
                 " (no input at all: the dynamo=False fallback records the loop and "
                 "the `if` for the dummy only)"
@@ -50,7 +51,8 @@ def _opened(answer, inputs: dict, outputs: dict):
         )
     if found_out != list(outputs):
         raise Wrong(
-            f"expected the outputs {list(outputs)}, found {found_out}: set output_names={list(outputs)}"
+            f"expected the outputs {list(outputs)}, found {found_out}: the exporter names the outputs "
+            "itself unless the export call names them"
         )
     for kind, specs, wanted in (
         ("input", session.get_inputs(), inputs),
@@ -77,8 +79,8 @@ def _opened(answer, inputs: dict, outputs: dict):
     fixed = {i.name: i.shape[0] for i in session.get_inputs() if not isinstance(i.shape[0], str)}
     if fixed:
         raise Wrong(
-            f"the batch dimension is fixed ({fixed}): dynamic_shapes needs an entry {{0: 'batch'}} "
-            "for each input"
+            f"expected a batch of any size for every input; in your file it is fixed for {fixed}: the "
+            "exporter fixes a dimension to the dummy's size unless the export call says it is dynamic"
         )
     return session
 
@@ -101,7 +103,7 @@ def _first_row(got, want) -> int:
 
 def check_flat_input(answer):
     session = _opened(answer, {"pixels": [784]}, {"logits": [10]})
-    images = _fresh_images(37, seed=11)
+    images = _fresh_images(37)
     for n in (3, 37):  # batch sizes and digits the learner never tried
         rows, want = images[:n].reshape(n, 784) * 255, _reference_logits(images[:n])
         got = _run(session, {"pixels": rows})
@@ -136,8 +138,8 @@ def check_flat_input(answer):
 
 def check_two_inputs(answer):
     session = _opened(answer, {"image": [1, 28, 28], "temperature": [1]}, {"probabilities": [10]})
-    images = _fresh_images(6, seed=12)
-    temperature = np.random.default_rng(12).uniform(0.2, 5, (6, 1)).astype(np.float32)
+    images = _fresh_images(6)
+    temperature = rng(1).uniform(0.2, 5, (6, 1)).astype(np.float32)
     got, logits = (
         _run(session, {"image": images, "temperature": temperature}),
         _reference_logits(images),
