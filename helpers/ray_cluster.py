@@ -33,9 +33,6 @@ def cluster_env(token_file: Path | None = None) -> dict[str, str]:
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN_PATH"] = str(token_file or auth_token_file())
     env["RAY_enable_metrics_collection"] = "0"
-    # a raylet waits for its node's dashboard agent to report its ports, then gives up and exits: on 2 busy
-    # cores the agent's start can take longer than that wait, so it is lengthened (Ray's system config)
-    env.setdefault("RAY_agent_register_timeout_ms", "180000")
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join([quick_ray_imports(), *paths])
