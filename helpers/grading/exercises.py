@@ -6,7 +6,6 @@ Each checks module ``helpers/grading/checks/exNN.py`` holds, per exercise ``NN.K
 
 from __future__ import annotations
 
-import importlib
 import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,10 +77,7 @@ def _checks_module(exercise_id: str):
 def reference(exercise_id: str) -> Callable[[Path], Any]:
     """A teacher's answer to ``exercise_id``: ``solve_K(workdir)`` of its checks module, returning the answer."""
     module, k = _checks_module(exercise_id), int(exercise_id.split(".")[1])
-    solve = getattr(module, f"solve_{k}", None)
-    if solve is None:  # notebooks 05-09 until their references are folded into their checks modules
-        solve = getattr(importlib.import_module(f"solutions.ex{exercise_id[:2]}"), f"solve_{k}")
-    return solve
+    return getattr(module, f"solve_{k}")
 
 
 def _name_of(answer: Any) -> str:
