@@ -83,9 +83,7 @@ def reference(exercise_id: str) -> Callable[[Path], Any]:
 def _name_of(answer: Any) -> str:
     """How the feedback spells the answer in the call that repeats a check: its name if it has one."""
     name = getattr(answer, "__name__", "")
-    return (
-        name if isinstance(name, str) and name.isidentifier() and name != "<lambda>" else "answer"
-    )
+    return name if isinstance(name, str) and name.isidentifier() else "answer"  # not '<lambda>'
 
 
 def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
