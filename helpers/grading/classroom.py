@@ -20,8 +20,10 @@ from __future__ import annotations
 import argparse
 import ast
 import builtins
+import contextlib
 import importlib.util
 import inspect
+import logging
 import os
 import re
 import shutil
@@ -253,10 +255,42 @@ def _nbgrader(grade_id: str, *, solution=False, grade=False, locked=False) -> di
     return {"nbgrader": meta}
 
 
+@contextlib.contextmanager
+def stderr_to_stdout():
+    """Inside, whatever is written to stderr goes to stdout: nbgrader gives 0 points to a graded cell that writes
+    anything to stderr, and libraries write there (warnings, log lines such as a quantizer's INFO lines, C++
+    messages). Python's ``sys.stderr``, the logging handlers that write to it, and file descriptor 2."""
+    handlers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    moved = [
+        h
+        for logger in handlers
+        for h in getattr(logger, "handlers", [])
+        if isinstance(h, logging.StreamHandler) and h.stream is sys.stderr
+    ]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(2)
+    stderr = sys.stderr
+    try:
+        os.dup2(1, 2)
+        for handler in moved:
+            handler.setStream(sys.stdout)
+        with contextlib.redirect_stderr(sys.stdout):
+            yield
+    finally:
+        sys.stdout.flush()
+        for handler in moved:
+            handler.setStream(stderr)
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def autograder_code(exercise_id: str) -> str:
     return (
+        "from helpers.grading.classroom import stderr_to_stdout\n"
         "from helpers.grading.exercises import check\n\n"
-        f'feedback = check("{exercise_id}", answer)\n'
+        "with stderr_to_stdout():  # nbgrader gives 0 to a graded cell that writes to stderr\n"
+        f'    feedback = check("{exercise_id}", answer)\n'
         "print(feedback)\n"
         f'assert feedback.ok, "exercise {exercise_id} is not right yet: the lines above say why"'
     )
