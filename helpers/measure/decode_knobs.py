@@ -102,9 +102,9 @@ class Generator:
 def start(settings: dict[str, tuple], log=print) -> dict[str, Generator]:
     """One :class:`Generator` per ``{name: (model_dir, overlay)}``, started one after the other."""
     generators = {}
+    log(f"starting {len(settings)} processes, one per setting: {', '.join(settings)}")
     try:
         for name, (model_dir, overlay) in settings.items():
-            log(f"loading {name}")
             generators[name] = Generator(name, model_dir, overlay)
     except BaseException:
         stop(generators)
