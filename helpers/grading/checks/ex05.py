@@ -253,7 +253,7 @@ def check_static_int8(answer):
 
     require_callable(answer, "quantize_int8(fp32_path, int8_path, train_uint8)")
     with tempfile.TemporaryDirectory() as tmp:
-        cnn = fresh_model(_common.rng(1))
+        cnn = fresh_model(np.random.default_rng(5))  # fixed weights; names and digits vary
         files, fp32, reach = {}, {}, {}
         for kind, (name, seed) in CALLS.items():
             fp32[kind] = Path(tmp) / f"cnn_{kind.replace(' ', '_')}.onnx"
@@ -281,7 +281,8 @@ def check_static_int8(answer):
                     f"int8 file's input range stops at {reach[kind]:.2f}, so its calibration did not see "
                     "all the digits passed in"
                 )
-        agreement = _agreement(fp32["normal"], files["normal"], "the check's CNN", 0.97)
+        # right files agree on about 97-98.5 % of the seed's digits, miscalibrated ones on about 75 %
+        agreement = _agreement(fp32["normal"], files["normal"], "the check's CNN", 0.93)
     return [
         f"QDQ format, {layers} layers int8 with per-channel weight scales, on inputs with three names",
         "calibrated on all the training digits passed in, and on nothing else",
