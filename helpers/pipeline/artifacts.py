@@ -3,7 +3,8 @@
 ``python -m helpers.pipeline.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks making the files
 that do not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
 ``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
-``built_artifact``, which never trains: it names the notebook to run instead.
+``built_artifact``, which never trains: it names the notebook to run instead. ``make test`` runs the notebooks
+making files first, under the same lock (tests/conftest.py), so each runs once and the tests find their files.
 """
 
 from __future__ import annotations
@@ -117,6 +118,13 @@ def _producer(filename: str) -> str:
     return made[filename]
 
 
+def build_lock():
+    """The lock a process holds while it runs the notebooks that make the artifacts (``filelock.FileLock``)."""
+    from filelock import FileLock
+
+    return FileLock(artifacts_dir() / ".build.lock")
+
+
 def built_artifact(filename: str) -> Path:
     """Path of ``artifacts/<filename>`` when it loads; never runs a notebook: else an error naming the one to run."""
     path, producer = artifacts_dir() / filename, _producer(filename)
@@ -145,13 +153,11 @@ def _with_inputs(filenames: list[str]) -> list[str]:
 def build(*filenames: str) -> list[str]:
     """Run, under ``artifacts/.build.lock``, the notebooks making ``filenames`` (default: all) that do not load;
     return the notebooks run. A file another process built while this one waited for the lock is not rebuilt."""
-    from filelock import FileLock
-
     ran, held = (
         [],
         os.environ.get(LOCK_HELD),
     )  # held: an ancestor (the build running this notebook) has the lock
-    with contextlib.nullcontext() if held else FileLock(artifacts_dir() / ".build.lock"):
+    with contextlib.nullcontext() if held else build_lock():
         os.environ[LOCK_HELD] = "1"
         try:
             for name in _with_inputs(list(filenames) or list(producers())):
