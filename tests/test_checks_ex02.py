@@ -229,15 +229,18 @@ def test_cnn_accuracy_bound_is_checked_at_the_bound():
 
 
 def test_cnn_training_digits_are_relabelled_training_digits():
+    from helpers.grading.checks._common import seeded
     from helpers.grading.checks.ex02 import relabelling, training_data
 
-    x_train, y_train = training_data()
+    with seeded(tables.SEED):
+        x_train, y_train = training_data()
+        order = relabelling()
     assert (
         x_train.dtype == np.float32
         and x_train.shape[1:] == (1, 28, 28)
         and 0 <= x_train.min() <= x_train.max() <= 1
     )
-    assert (relabelling() != np.arange(10)).all() and sorted(relabelling()) == list(range(10))
+    assert (order != np.arange(10)).all() and sorted(order) == list(range(10))
     assert sorted(np.unique(y_train)) == list(range(10))
 
 
