@@ -98,11 +98,11 @@ class LocalRayCluster:
         ]
         self._launch(head, "head")
         self._wait_for_nodes(1)
-        for i in range(self.workers):
+        for i in range(self.workers):  # one at a time: node start-ups compete for 2 cores
             self._launch(
                 [_ray_cli(), "start", f"--address={self.address}", *self._node_args()], f"worker{i}"
             )
-        self._wait_for_nodes(1 + self.workers)
+            self._wait_for_nodes(2 + i)
         return self
 
     def _launch(self, command: list[str], name: str) -> None:

@@ -220,8 +220,9 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
             [str(Path(sys.executable).parent / "ray"), "job", "status", *address, submission], env
         )
         print("ray status while the job ran:\n" + status_while_running)
-        print("the job's logs:\n" + logs[-3000:])
-        assert "SUCCEEDED" in state, state
+        own = [line for line in logs.splitlines() if "logging_progress" not in line]
+        print("the job's logs (Ray Data's progress lines left out):\n" + "\n".join(own[-20:]))
+        assert "succeeded" in state.lower(), state
         assert status_while_running, "ray status never showed the job's CPUs in use"
         scored = pq.read_table(out).sort_by("id")
         assert np.array_equal(scored["id"].to_numpy(), np.sort(ids)), "job: ids lost or repeated"
