@@ -15,8 +15,6 @@ deploys it with ``serve.run(build({...}))`` and prints this source. What each pa
 - ``gate``: for the notebook's overload demonstration only: while it names a file that does not exist,
   each request waits (asynchronously) before scoring, so that requests are *held* at a known moment."""
 
-from __future__ import annotations
-
 import asyncio
 from pathlib import Path
 from typing import Annotated
