@@ -89,6 +89,8 @@ FILE_MARKERS = {
     ],  # the four longest of tests/ (about 3 minutes together on 2 cores)
     "test_jupyterlab_browser.py": ["browser"],
     "test_web_page.py": ["browser"],
+    "test_formgrader_browser.py": ["browser"],
+    "test_classroom.py": ["slow"],  # nbgrader runs whole classes; its full-marks runs add NEEDS' tiers
     "test_llm.py": ["llm", "solo"],
     "test_ray_cluster.py": ["ray", "solo"],
     "test_ray_serve.py": ["ray", "solo"],

@@ -138,10 +138,10 @@ def test_a_non_editable_install_carries_every_helpers_package(tmp_path):
 
 
 def imported_modules() -> dict[str, set[str]]:
-    """{third-party top-level module: {files importing it}} over helpers, solutions, tests and notebooks."""
+    """{third-party top-level module: {files importing it}} over helpers, tests and notebooks."""
     sources = {
         p: p.read_text()
-        for folder in ("helpers", "solutions", "tests")
+        for folder in ("helpers", "tests")
         for p in (REPO_ROOT / folder).rglob("*.py")
     }
     for path in (REPO_ROOT / "notebooks").glob("*.ipynb"):
@@ -156,7 +156,7 @@ def imported_modules() -> dict[str, set[str]]:
             for line in cell.splitlines()
             if not line.lstrip().startswith(("%", "!"))
         )
-    own = {"helpers", "solutions", "tests", "conftest"} | {
+    own = {"helpers", "tests", "conftest"} | {
         p.stem for p in (REPO_ROOT / "tests").glob("*.py")
     }
     found: dict[str, set[str]] = {}
