@@ -137,7 +137,7 @@ def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
     )
     here = sys.executable
     return {
-        "onnxruntime + numpy (bare env)": (
+        "onnxruntime + numpy + Pillow (bare env)": (
             bare_bytes / 1e6,
             import_seconds(python_of(env_dir), "onnxruntime"),
         ),
