@@ -90,7 +90,8 @@ FILE_MARKERS = {
     "test_jupyterlab_browser.py": ["browser"],
     "test_web_page.py": ["browser"],
     "test_formgrader_browser.py": ["browser"],
-    "test_classroom.py": ["slow"],  # nbgrader runs whole classes; its full-marks runs add NEEDS' tiers
+    # nbgrader grades whole classes; its full-marks runs add the tiers of NEEDS
+    "test_classroom.py": ["slow"],
     "test_llm.py": ["llm", "solo"],
     "test_ray_cluster.py": ["ray", "solo"],
     "test_ray_serve.py": ["ray", "solo"],

@@ -135,7 +135,11 @@ def test_predict_py_imports_numpy_onnxruntime_and_pillow_there(bare, tmp_path):
 
 def test_stack_costs_measure_the_bare_env_smaller_than_each_training_stack(bare):
     costs = footprint.stack_costs(bare[0])
-    assert list(costs) == ["onnxruntime + numpy + Pillow (bare env)", "torch + torchvision", "tensorflow"]
+    assert list(costs) == [
+        "onnxruntime + numpy + Pillow (bare env)",
+        "torch + torchvision",
+        "tensorflow",
+    ]
     (bare_mb, bare_s), *stacks = costs.values()
     assert 10 < bare_mb < min(mb for mb, _ in stacks), costs
     assert all(seconds > 0 for _, seconds in costs.values()), costs

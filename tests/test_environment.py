@@ -156,9 +156,7 @@ def imported_modules() -> dict[str, set[str]]:
             for line in cell.splitlines()
             if not line.lstrip().startswith(("%", "!"))
         )
-    own = {"helpers", "tests", "conftest"} | {
-        p.stem for p in (REPO_ROOT / "tests").glob("*.py")
-    }
+    own = {"helpers", "tests", "conftest"} | {p.stem for p in (REPO_ROOT / "tests").glob("*.py")}
     found: dict[str, set[str]] = {}
     for path, text in sources.items():
         for node in ast.walk(ast.parse(text)):
