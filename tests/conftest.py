@@ -57,20 +57,6 @@ def flat_model(tmp_path):
     return tmp_path / "flat.onnx"
 
 
-@pytest.fixture
-def ray_env(monkeypatch):
-    """Ray's folders and token as the notebook sets them (token authentication on), no RAY_ADDRESS."""
-    from helpers.data.ray_digits import auth_token_file, quick_ray_imports, ray_folders
-
-    folders = ray_folders()
-    monkeypatch.setenv("RAY_TMPDIR", str(folders["RAY_TMPDIR"]))
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(auth_token_file()))
-    monkeypatch.setenv("PYTHONPATH", quick_ray_imports())
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    return folders
-
-
 # Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json
 # (and "artifacts" if it makes files others read); a test file has those below; test_checks_exNN.py and
 # test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first, then the
