@@ -123,9 +123,14 @@ def lab(tmp_path, graded_course):
 
 
 def wait_for(driver, what: str, condition, timeout: float = PAGE_TIMEOUT_S):
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.monotonic() + timeout
     while True:
-        value = condition(driver)
+        try:
+            value = condition(driver)
+        except StaleElementReferenceException:  # the page redrew what was being read: read it again
+            value = None
         if value:
             return value
         if time.monotonic() > deadline:
