@@ -14,9 +14,16 @@ LOOPBACK = "127.0.0.1"
 
 
 def load_test(
-    port: int, path: str, bodies: list[bytes], clients: int = 16, max_seconds: float = 60.0
+    port: int,
+    path: str,
+    bodies: list[bytes],
+    clients: int = 16,
+    max_seconds: float = 60.0,
+    progress: dict | None = None,
 ) -> dict:
-    """Each body POSTed once to 127.0.0.1 from ``clients`` threads, stopping itself at ``max_seconds``."""
+    """Each body POSTed once to 127.0.0.1 from ``clients`` threads, stopping itself at ``max_seconds``.
+
+    ``progress["answered"]``, when given, counts the answers so far (another thread may watch it)."""
     if not 1 <= clients <= 64 or not 0 < max_seconds <= 120:
         raise ValueError(
             f"expected 1..64 clients and 0..120 s, got {clients} clients and {max_seconds} s"
@@ -52,6 +59,9 @@ def load_test(
                     response.status,
                     text,
                 )
+                if progress is not None:
+                    with lock:
+                        progress["answered"] = progress.get("answered", 0) + 1
         finally:
             connection.close()
 
