@@ -7,6 +7,7 @@ Used by ``tests/test_ray_cluster.py``; notebook 09's *Going deeper* shows the sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -172,18 +173,14 @@ class LocalRayCluster:
         starters = {popen.pid for popen in self.nodes}
         gcs = [p for p in everything if _name(p) == "gcs_server"]
         first = [p for p in everything if p.pid not in starters and p not in gcs]
+        gone = contextlib.suppress(psutil.NoSuchProcess)  # it may end by itself meanwhile
         for group in (first, gcs + [p for p in everything if p.pid in starters]):
             for p in group:
-                try:
+                with gone:
                     p.send_signal(signal.SIGTERM)
-                except psutil.NoSuchProcess:
-                    pass
-            left = wait_gone(group, timeout_s)
-            for p in left:
-                try:
+            for p in wait_gone(group, timeout_s):
+                with gone:
                     p.kill()
-                except psutil.NoSuchProcess:
-                    pass
         for popen in self.nodes:
             try:
                 popen.wait(timeout=timeout_s)
