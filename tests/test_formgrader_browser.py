@@ -5,18 +5,14 @@ assignment 00: its Manage Students table shows each learner and score; saves
 
 from __future__ import annotations
 
-import json
 import os
-import secrets
-import signal
-import subprocess
 import sys
 import time
 
 import nbformat
 import pytest
 from test_classroom import ASSIGNMENT, NOTEBOOK, submission, the_class
-from test_jupyterlab_browser import LAB_SETTINGS, free_loopback_port, http, screenshot
+from test_jupyterlab_browser import running_lab, screenshot
 
 from helpers.grading import classroom
 from helpers.pipeline.artifacts import built_artifact
@@ -27,7 +23,6 @@ LEARNERS = (
     "cy",
     "dee",
 )  # right, wrong, empty, raising (the class proof has them all)
-SERVER_START_TIMEOUT_S = 300  # hang guards, not speed limits
 PAGE_TIMEOUT_S = 90
 
 
@@ -62,64 +57,9 @@ def browser(tmp_path, chromium):
 def lab(tmp_path, graded_course):
     """JupyterLab serving the course folder (nbgrader reads nbgrader_config.py from there); stopped after."""
     course, _ = graded_course
-    settings = tmp_path / "lab-settings"
-    for name, values in LAB_SETTINGS.items():
-        (settings / name).parent.mkdir(parents=True, exist_ok=True)
-        (settings / name).write_text(json.dumps(values))
-    env = {
-        **os.environ,
-        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
-        "JUPYTERLAB_SETTINGS_DIR": str(settings),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
-        "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
-    }
-    port, token = free_loopback_port(), secrets.token_hex(16)
-    log_path = tmp_path / "jupyterlab.log"
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "jupyter",
-                "lab",
-                "--no-browser",
-                f"--IdentityProvider.token={token}",
-                f"--port={port}",
-                "--ServerApp.port_retries=0",
-                "--ServerApp.ip=127.0.0.1",
-                f"--ServerApp.root_dir={course}",
-                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-            ]
-            + (["--allow-root"] if os.geteuid() == 0 else []),
-            cwd=course,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-            while True:
-                assert server.poll() is None, log_path.read_text(errors="replace")[-4000:]
-                try:
-                    if http(f"{base}/api/status?token={token}")[0] == 200:
-                        break
-                except OSError:  # not listening yet
-                    pass
-                assert time.monotonic() < deadline, f"no answer in {SERVER_START_TIMEOUT_S} s"
-                time.sleep(0.5)
-            yield {"base": base, "token": token, "log": log_path}
-        finally:
-            try:
-                http(f"{base}/api/shutdown?token={token}", method="POST")
-                server.wait(timeout=20)
-            except (OSError, subprocess.TimeoutExpired) as err:
-                print(f"clean JupyterLab shutdown failed ({err!r}); terminating its process group")
-            if server.poll() is None:
-                os.killpg(server.pid, signal.SIGTERM)  # the server's own process group
-                server.wait(timeout=10)
+    path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    with running_lab(course, tmp_path, env={"PATH": path}) as server:
+        yield server
 
 
 def wait_for(driver, what: str, condition, timeout: float = PAGE_TIMEOUT_S):

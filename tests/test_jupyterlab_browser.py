@@ -4,6 +4,7 @@ what a learner sees; saves ``artifacts/screenshots/jupyterlab.png``; skipped, sa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -61,15 +62,11 @@ def kernel_for_copy() -> tuple[str, str]:
     return name, specs.get_kernel_spec(name).display_name
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A running JupyterLab serving a copy of notebook 00; stopped (with its kernels) afterwards."""
-    root = tmp_path / "root"
-    root.mkdir()
-    nb = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
-    kernel, display_name = kernel_for_copy()
-    nb.metadata["kernelspec"].update(name=kernel, display_name=display_name)
-    nbformat.write(nb, root / NOTEBOOK)
+@contextlib.contextmanager
+def running_lab(root: Path, tmp_path: Path, env: dict | None = None):
+    """A JupyterLab serving ``root`` on a free loopback port with a fresh token and its own settings, runtime
+    and config folders under ``tmp_path``: yields ``{"base", "token", "log"}``; stopped (with its kernels)
+    afterwards. ``env`` adds to this process's environment."""
     settings = tmp_path / "lab-settings"
     for name, values in LAB_SETTINGS.items():
         (settings / name).parent.mkdir(parents=True, exist_ok=True)
@@ -80,68 +77,79 @@ def lab(tmp_path):
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "lab-workspaces"),
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "jupyter-runtime"),
         "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter-config"),
+        **(env or {}),
     }
     port, token = free_loopback_port(), secrets.token_hex(16)
     log_path = tmp_path / "jupyterlab.log"
-    log = log_path.open("wb")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyter",
-            "lab",
-            "--no-browser",
-            f"--IdentityProvider.token={token}",
-            f"--port={port}",
-            "--ServerApp.port_retries=0",
-            "--ServerApp.ip=127.0.0.1",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-        ]
-        + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=env,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while True:
-            assert server.poll() is None, (
-                f"JupyterLab exited with {server.returncode}:\n{log_path.read_text(errors='replace')[-4000:]}"
-            )
-            try:
-                ready = http(f"{base}/api/status?token={token}")[0] == 200
-            except OSError:  # not listening yet: poll again until the deadline
-                ready = False
-            if ready:
-                break
-            assert time.monotonic() < deadline, (
-                f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
-            )
-            time.sleep(0.5)
-        yield {
-            "base": base,
-            "token": token,
-            "root": root,
-            "kernel": kernel,
-            "display_name": display_name,
-        }
-    finally:
-        try:  # a clean shutdown also shuts the kernels down
-            http(f"{base}/api/shutdown?token={token}", method="POST")
-            server.wait(timeout=20)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            print(f"clean JupyterLab shutdown failed ({err!r}); terminating its process group")
-        if server.poll() is None:
-            os.killpg(server.pid, signal.SIGTERM)  # the server's own process group (started above)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=10)
-        log.close()
+    with log_path.open("wb") as log:
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "lab",
+                "--no-browser",
+                f"--IdentityProvider.token={token}",
+                f"--port={port}",
+                "--ServerApp.port_retries=0",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.root_dir={root}",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ]
+            + (["--allow-root"] if os.geteuid() == 0 else []),  # CI runs as root
+            cwd=root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+            while True:
+                assert server.poll() is None, (
+                    f"JupyterLab exited with {server.returncode}:\n"
+                    f"{log_path.read_text(errors='replace')[-4000:]}"
+                )
+                try:
+                    ready = http(f"{base}/api/status?token={token}")[0] == 200
+                except OSError:  # not listening yet: poll again until the deadline
+                    ready = False
+                if ready:
+                    break
+                assert time.monotonic() < deadline, (
+                    f"JupyterLab did not answer in {SERVER_START_TIMEOUT_S} s"
+                )
+                time.sleep(0.5)
+            yield {"base": base, "token": token, "log": log_path}
+        finally:
+            try:  # a clean shutdown also shuts the kernels down
+                http(f"{base}/api/shutdown?token={token}", method="POST")
+                server.wait(timeout=20)
+            except (OSError, subprocess.TimeoutExpired) as err:
+                print(f"clean JupyterLab shutdown failed ({err!r}); terminating its process group")
+            if server.poll() is None:
+                os.killpg(
+                    server.pid, signal.SIGTERM
+                )  # the server's own process group (started above)
+                try:
+                    server.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(server.pid, signal.SIGKILL)
+                    server.wait(timeout=10)
+
+
+@pytest.fixture
+def lab(tmp_path):
+    """A running JupyterLab serving a copy of notebook 00; stopped (with its kernels) afterwards."""
+    root = tmp_path / "root"
+    root.mkdir()
+    nb = nbformat.read(NOTEBOOKS / NOTEBOOK, as_version=4)
+    kernel, display_name = kernel_for_copy()
+    nb.metadata["kernelspec"].update(name=kernel, display_name=display_name)
+    nbformat.write(nb, root / NOTEBOOK)
+    with running_lab(root, tmp_path) as server:
+        yield {**server, "root": root, "kernel": kernel, "display_name": display_name}
 
 
 @pytest.fixture

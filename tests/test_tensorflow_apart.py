@@ -16,7 +16,8 @@ import pytest
 from helpers.data.paths import REPO_ROOT
 
 TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
-KERAS_TESTS = "tests/test_keras_timing.py"  # tensorflow tests that import Keras (and so TensorFlow)
+# one tensorflow test that imports Keras (and so TensorFlow): the whole file runs in the suite's own child
+KERAS_TESTS = "tests/test_keras_timing.py::test_a_saved_model_loads_with_its_normalization"
 THIS_PROCESS_CHECK = (
     "tests/test_tensorflow_apart.py::test_this_pytest_process_never_imported_tensorflow"
 )
