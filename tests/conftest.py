@@ -61,8 +61,8 @@ def flat_model(tmp_path):
 # (and "artifacts" if it makes files others read); a test file has those below; test_checks_exNN.py and
 # test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first, then the
 # rest on both cores (pytest-xdist, a file to a worker) but for the "solo" ones, run last, alone: the notebooks
-# that measure speed, the LLM and Ray tests, and the tensorflow tests (pytest-isolated starts its child from the
-# main process only, not from an xdist worker).
+# that measure speed, the test that starts a Ray cluster, and the tensorflow tests (pytest-isolated starts its
+# child from the main process only, not from an xdist worker).
 FILE_MARKERS = {
     "test_bundle.py": ["slow"],
     "test_bare_env.py": ["slow"],
@@ -78,9 +78,10 @@ FILE_MARKERS = {
     "test_formgrader_browser.py": ["browser"],
     # nbgrader grades whole classes; its full-marks runs add the tiers of NEEDS
     "test_classroom.py": ["slow"],
-    "test_llm.py": ["llm", "solo"],
+    "test_llm.py": ["llm"],
     "test_ray_cluster.py": ["ray", "solo"],
-    "test_ray_serve.py": ["ray", "solo"],
+    # Serve's application and the load test's bounds, without starting Ray
+    "test_ray_serve.py": ["ray"],
 }
 NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
 # With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults (as torch
