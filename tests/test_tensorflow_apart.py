@@ -17,7 +17,7 @@ from helpers.data.paths import REPO_ROOT
 
 TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
 # one tensorflow test that imports Keras (and so TensorFlow): the whole file runs in the suite's own child
-KERAS_TESTS = "tests/test_keras_timing.py::test_a_saved_model_loads_with_its_normalization"
+KERAS_TEST = "tests/test_keras_timing.py::test_a_saved_model_loads_with_its_normalization"
 THIS_PROCESS_CHECK = (
     "tests/test_tensorflow_apart.py::test_this_pytest_process_never_imported_tensorflow"
 )
@@ -55,7 +55,7 @@ def run_pytest(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_tensorflow_tests_pass_in_the_child_and_the_main_process_stays_clean():
-    result = run_pytest(KERAS_TESTS, THIS_PROCESS_CHECK)
+    result = run_pytest(KERAS_TEST, THIS_PROCESS_CHECK)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "failed" not in result.stdout, result.stdout[-2000:]
 
@@ -63,7 +63,7 @@ def test_tensorflow_tests_pass_in_the_child_and_the_main_process_stays_clean():
 @pytest.mark.slow
 def test_without_the_child_the_same_session_fails_naming_the_test():
     """The check can fail: with pytest-isolated switched off, the Keras tests import TensorFlow here."""
-    result = run_pytest("--no-isolation", KERAS_TESTS, THIS_PROCESS_CHECK)
+    result = run_pytest("--no-isolation", KERAS_TEST, THIS_PROCESS_CHECK)
     assert result.returncode == 1, result.stdout[-4000:]
     assert "imported in this pytest process" in result.stdout, result.stdout[-4000:]
     assert f"FAILED {THIS_PROCESS_CHECK}" in result.stdout, result.stdout[-4000:]
