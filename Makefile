@@ -78,19 +78,13 @@ lint: $(VENV)/.installed
 
 # Plain `pytest notebooks tests` in three parts (every option is in pyproject.toml; tests/conftest.py marks the
 # items, so each part names both folders; -v lists each test): the notebooks that make the artifacts, each run once
-# under the build lock; the rest on $(WORKERS) cores, a file (a notebook's cells) to a worker, with the "apart"
-# tests (TensorFlow's child pytest, which pytest-isolated starts only from a main process) in a pytest of their own
-# beside it, its output printed when it ends; then the "solo" notebooks, which measure speed, alone. Every part
-# runs; any failure fails.
+# under the build lock; the rest on $(WORKERS) cores, a file (a notebook's cells) to a worker; then the "solo" tests
+# alone: the notebooks that measure speed, the LLM, Ray and TensorFlow tests. Every part runs; any failure fails.
 WORKERS ?= 2
 test: setup browser lint
 	status=0; \
 	$(BIN)/python -m pytest -v -m artifacts notebooks tests || status=1; \
-	apart_log=$$(mktemp); \
-	$(BIN)/python -m pytest -v -m apart notebooks tests > $$apart_log 2>&1 & apart=$$!; \
-	$(BIN)/python -m pytest -v -n $(WORKERS) --dist loadfile -m "not artifacts and not apart and not solo" notebooks tests || status=1; \
-	wait $$apart || status=1; \
-	echo '--- the apart tests, run beside the parallel part:'; cat $$apart_log; rm -f $$apart_log; \
+	$(BIN)/python -m pytest -v -n $(WORKERS) --dist loadfile -m "not artifacts and not solo" notebooks tests || status=1; \
 	$(BIN)/python -m pytest -v -m solo notebooks tests || status=1; \
 	exit $$status
 

@@ -59,10 +59,10 @@ def flat_model(tmp_path):
 
 # Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json
 # (and "artifacts" if it makes files others read); a test file has those below; test_checks_exNN.py and
-# test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first; then
-# the rest on both cores (pytest-xdist, a file to a worker) and, beside it, the "apart" ones in a pytest of their
-# own (the tensorflow tests: pytest-isolated starts its child from the main process only, not from an xdist
-# worker); last, alone, the "solo" ones: the notebooks that measure speed.
+# test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first, then the
+# rest on both cores (pytest-xdist, a file to a worker) but for the "solo" ones, run last, alone: the notebooks
+# that measure speed, the test that starts a Ray cluster, and the tensorflow tests (pytest-isolated starts its
+# child from the main process only, not from an xdist worker).
 FILE_MARKERS = {
     "test_bundle.py": ["slow"],
     "test_bare_env.py": ["slow"],
@@ -79,7 +79,7 @@ FILE_MARKERS = {
     # nbgrader grades whole classes; its full-marks runs add the tiers of NEEDS
     "test_classroom.py": ["slow"],
     "test_llm.py": ["llm"],
-    "test_ray_cluster.py": ["ray"],
+    "test_ray_cluster.py": ["ray", "solo"],
     # Serve's application and the load test's bounds, without starting Ray
     "test_ray_serve.py": ["ray"],
 }
@@ -120,7 +120,7 @@ def pytest_collection_modifyitems(items):
         if runs_tensorflow(item):
             item.add_marker(TENSORFLOW_GROUP)
         if runs_tensorflow(item) or item.nodeid.endswith(TENSORFLOW_CHECK):
-            item.add_marker("apart")
+            item.add_marker("solo")
     # the notebooks making artifacts first (in the series' order), the check that this process never imported
     # TensorFlow after every other test (a stable sort)
     items.sort(key=lambda item: (not makes_artifacts(item), item.nodeid.endswith(TENSORFLOW_CHECK)))

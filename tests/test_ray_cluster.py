@@ -27,7 +27,7 @@ JOB_SCRIPT = REPO_ROOT / "helpers" / "ray_apps" / "score_digits_job.py"
 
 
 def test_no_ray_process_left_behind_by_an_earlier_run():
-    """No Ray process of an earlier run (notebook 09's, or this file's last run) is alive to join by mistake."""
+    """`make test` runs notebook 09 before this file: its clusters must be gone."""
     left = wait_gone(ray_processes(), timeout_s=30)
     assert not left, f"Ray processes alive after 30 s: {left}"
 
