@@ -387,11 +387,14 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
             ]
         )
     )
+    # Run as a terminal runs it, Ctrl+C not ignored: a shell's background job (`nohup make test &`) ignores
+    # SIGINT, its children inherit that, and a Python started so installs no KeyboardInterrupt handler.
     server = subprocess.Popen(
         [sys.executable, "-m", "helpers.webserver", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "ONNX_PDF_ARTIFACTS": str(artifacts)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         line = server.stdout.readline()
