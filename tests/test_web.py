@@ -408,5 +408,8 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
             ]
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl+C
-        assert server.wait(timeout=10) == 0
-        server.stdout.close()
+        try:
+            assert server.wait(timeout=10) == 0
+        finally:
+            server.kill()  # nothing left listening if Ctrl+C did not stop it (a no-op once it has exited)
+            server.stdout.close()
