@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.data.paths import cache_dir
-from helpers.data.ray_digits import auth_token_file, quick_ray_imports
+from helpers.data.ray_digits import auth_token_file, with_quick_ray_imports
 from helpers.measure.ray_serve import free_port, listening_sockets, wait_gone
 
 START_TIMEOUT_S = 180.0  # three nodes start in 35-40 s on an idle 2-core machine
@@ -35,8 +35,7 @@ def cluster_env(token_file: Path | None = None) -> dict[str, str]:
     env["RAY_AUTH_TOKEN_PATH"] = str(token_file or auth_token_file())
     env["RAY_enable_metrics_collection"] = "0"
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join([quick_ray_imports(), *paths])
+    env["PYTHONPATH"] = with_quick_ray_imports(env.get("PYTHONPATH", ""))
     return env
 
 
@@ -99,12 +98,15 @@ class LocalRayCluster:
         ]
         self._launch(head, "head")
         self._wait_for_nodes(1)
-        for i in range(self.workers):  # one at a time: node start-ups compete for 2 cores
-            self._launch(
-                [_ray_cli(), "start", f"--address={self.address}", *self._node_args()], f"worker{i}"
-            )
-            self._wait_for_nodes(2 + i)
+        for _ in range(self.workers):  # one at a time: node start-ups compete for 2 cores
+            self.add_worker()
         return self
+
+    def add_worker(self) -> None:
+        """One more worker node (``ray start --address=...``), waited for until ``ray status`` lists it."""
+        name = f"worker{len(self.nodes) - 1}"
+        self._launch([_ray_cli(), "start", f"--address={self.address}", *self._node_args()], name)
+        self._wait_for_nodes(len(self.nodes))
 
     def _launch(self, command: list[str], name: str) -> None:
         log = open(self.temp_dir / f"ray_start_{name}.log", "wb")  # noqa: SIM115 (the child keeps it)

@@ -22,6 +22,8 @@ from helpers.data.ray_digits import ray_processes, shard_table
 from helpers.measure.ray_serve import wait_gone
 
 ROWS, FILES = 24_000, 4
+JOB_TIMEOUT_S = 600  # a job that has not ended by then hangs: the test fails
+REFUSAL_TIMEOUT_S = 240  # the refusal comes after ray.init() in the job, before any work
 NOTEBOOK = REPO_ROOT / "notebooks" / "09_score_digits_on_ray.ipynb"
 JOB_SCRIPT = REPO_ROOT / "helpers" / "ray_apps" / "score_digits_job.py"
 
@@ -160,35 +162,8 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
         monkeypatch.delenv("RAY_ADDRESS")
 
         # a job: the script and the .onnx file in its runtime_env working_dir
-        job_dir = tmp_path / "job"
-        job_dir.mkdir()
-        shutil.copy(JOB_SCRIPT, job_dir)
-        shutil.copy(model_path, job_dir)
         out = tmp_path / "job_scores"
-        submission = f"digits-{os.getpid()}-{time.monotonic_ns()}"
-        address = ["--address", cluster.dashboard_url]
-        run(
-            [
-                str(Path(sys.executable).parent / "ray"),
-                "job",
-                "submit",
-                *address,
-                "--submission-id",
-                submission,
-                "--working-dir",
-                str(job_dir),
-                "--no-wait",
-                "--",
-                "python",
-                JOB_SCRIPT.name,
-                "--model",
-                model_path.name,
-                "--out",
-                str(out),
-                *paths,
-            ],
-            env,
-        )
+        submission = submit_job(cluster, job_folder(tmp_path, model_path), out, paths)
         status_while_running, done = "", threading.Event()
 
         def watch():  # `ray status` once the job's actors hold CPUs
@@ -202,33 +177,16 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        logs = run(
-            [
-                str(Path(sys.executable).parent / "ray"),
-                "job",
-                "logs",
-                *address,
-                "--follow",
-                submission,
-            ],
-            env,
-            timeout=600,
-        )
+        logs = follow_job(cluster, submission, JOB_TIMEOUT_S)
         done.set()
         watcher.join(timeout=60)
-        state = run(
-            [str(Path(sys.executable).parent / "ray"), "job", "status", *address, submission], env
-        )
+        state = job_state(cluster, submission)
         print("ray status while the job ran:\n" + status_while_running)
         own = [line for line in logs.splitlines() if "logging_progress" not in line]
         print("the job's logs (Ray Data's progress lines left out):\n" + "\n".join(own[-20:]))
         assert "succeeded" in state.lower(), state
         assert status_while_running, "ray status never showed the job's CPUs in use"
-        scored = pq.read_table(out).sort_by("id")
-        assert np.array_equal(scored["id"].to_numpy(), np.sort(ids)), "job: ids lost or repeated"
-        assert np.array_equal(scored["digit"].to_numpy(), plain), (
-            "job: digits differ from plain ONNX Runtime"
-        )
+        scored = scored_ids_once(out, ids, plain, "job")
         print(
             f"the job: {scored.num_rows:,} ids, each once, digits as plain ONNX Runtime; nodes: {len(set(scored['node'].to_pylist()))}"
         )
@@ -236,6 +194,117 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
         import ray
 
         ray.shutdown()
+        left = cluster.stop()
+    assert not left, f"processes the cluster started still run: {left}"
+    assert not wait_gone(started, 30), "processes outlived the cluster's stop"
+
+
+def ray_cli() -> str:
+    return str(Path(sys.executable).parent / "ray")
+
+
+def job_folder(tmp_path, model_path) -> Path:
+    """The job's runtime_env working_dir: the script and the .onnx file, nothing else."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir(exist_ok=True)
+    shutil.copy(JOB_SCRIPT, job_dir)
+    shutil.copy(model_path, job_dir)
+    return job_dir
+
+
+def submit_job(cluster, job_dir, out, paths, *options) -> str:
+    """``ray job submit --no-wait`` of the job script with its defaults (and ``options``); its id."""
+    submission = f"digits-{os.getpid()}-{time.monotonic_ns()}"
+    command = [ray_cli(), "job", "submit", "--address", cluster.dashboard_url]
+    command += ["--submission-id", submission, "--working-dir", str(job_dir), "--no-wait", "--"]
+    command += ["python", JOB_SCRIPT.name, "--model", "mnist_mlp_pytorch.onnx", "--out", str(out)]
+    run([*command, *options, *paths], cluster.env)
+    return submission
+
+
+def follow_job(cluster, submission, timeout_s) -> str:
+    """``ray job logs --follow`` until the job ends; a job still running after ``timeout_s`` fails the test."""
+    command = [ray_cli(), "job", "logs", "--address", cluster.dashboard_url, "--follow", submission]
+    try:
+        out = subprocess.run(
+            command, env=cluster.env, capture_output=True, text=True, timeout=timeout_s
+        )
+    except subprocess.TimeoutExpired as hang:
+        tail = hang.stdout or b""  # bytes so far, even with text=True
+        tail = (tail.decode(errors="replace") if isinstance(tail, bytes) else tail)[-3000:]
+        status = cluster.status()
+        pytest.fail(f"the job had not ended after {timeout_s} s:\n{tail}\nray status:\n{status}")
+    return out.stdout + out.stderr
+
+
+def job_state(cluster, submission) -> str:
+    return run(
+        [ray_cli(), "job", "status", "--address", cluster.dashboard_url, submission], cluster.env
+    )
+
+
+def scored_ids_once(out, ids, plain, what: str):
+    import pyarrow.parquet as pq
+
+    scored = pq.read_table(out).sort_by("id")
+    assert np.array_equal(scored["id"].to_numpy(), np.sort(ids)), f"{what}: ids lost or repeated"
+    assert np.array_equal(scored["digit"].to_numpy(), plain), (
+        f"{what}: digits differ from plain ONNX Runtime"
+    )
+    return scored
+
+
+def test_a_one_cpu_cluster_refuses_the_job_and_a_head_with_one_worker_runs_it_to_the_end(
+    digit_files, tmp_path
+):
+    """The smallest cluster notebook 09 describes (a head and one worker, 1 CPU each) runs the job with its
+    defaults (--actors 2); a head alone is refused before any work, in bounded time."""
+    from helpers.pipeline.artifacts import built_artifact
+    from helpers.ray_cluster import LocalRayCluster
+
+    paths, ids, digits = digit_files
+    model_path = built_artifact("mnist_mlp_pytorch.onnx")
+    plain = plain_digits(model_path, digits)[np.argsort(ids)]
+    job_dir, started = job_folder(tmp_path, model_path), []
+    cluster = LocalRayCluster(workers=0, cpus=1)
+    try:
+        cluster.start()
+        started = cluster.processes()
+        out = tmp_path / "refused_scores"
+        start = time.monotonic()
+        submission = submit_job(cluster, job_dir, out, paths)
+        logs = follow_job(cluster, submission, REFUSAL_TIMEOUT_S)
+        refused_after = time.monotonic() - start
+        state = job_state(cluster, submission)
+        print(
+            f"\na head alone (1 CPU), after {refused_after:.0f} s, {state.strip().splitlines()[-1]}"
+        )
+        said = [line for line in logs.splitlines() if line.startswith(("cluster:", "this cluster"))]
+        print("\n".join(dict.fromkeys(said)))  # the job's own lines, once each
+        assert "failed" in state.lower(), state
+        assert (
+            "this cluster cannot run the job: it has 1 CPU(s), the job needs at least 2" in logs
+        ), logs[-3000:]
+        assert not out.exists(), "the refused job wrote scores"
+
+        cluster.add_worker()
+        started = cluster.processes()
+        out = tmp_path / "minimal_scores"
+        start = time.monotonic()
+        submission = submit_job(cluster, job_dir, out, paths)
+        logs = follow_job(cluster, submission, JOB_TIMEOUT_S)
+        seconds = time.monotonic() - start
+        state = job_state(cluster, submission)
+        said = [line for line in logs.splitlines() if line.startswith(("cluster:", "  node "))]
+        said += [line for line in logs.splitlines() if " rows scored in " in line]
+        print(
+            f"a head and one worker (1 CPU each), the job's defaults, {seconds:.0f} s end to end:"
+        )
+        print("\n".join(dict.fromkeys(said)))
+        assert "succeeded" in state.lower(), state
+        scored = scored_ids_once(out, ids, plain, "minimal cluster")
+        print(f"{scored.num_rows:,} ids, each once, digits as plain ONNX Runtime")
+    finally:
         left = cluster.stop()
     assert not left, f"processes the cluster started still run: {left}"
     assert not wait_gone(started, 30), "processes outlived the cluster's stop"

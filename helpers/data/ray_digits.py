@@ -139,6 +139,13 @@ def quick_ray_imports() -> str:
     return str(folder)
 
 
+def with_quick_ray_imports(python_path: str) -> str:
+    """``python_path`` (a ``PYTHONPATH`` value) with ``quick_ray_imports()`` first, once; the rest kept in order."""
+    folder = quick_ray_imports()
+    rest = [p for p in python_path.split(os.pathsep) if p and p != folder]
+    return os.pathsep.join([folder, *rest])
+
+
 def ray_processes() -> list:
     """Live processes of this project's Ray clusters: their environment names our token file, or their command
     line our temp folder."""

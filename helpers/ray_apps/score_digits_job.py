@@ -6,6 +6,12 @@ node as the current folder of the job's processes: an actor restarted on any nod
     ray job submit --address http://127.0.0.1:8265 --working-dir job/ -- \\
         python score_digits_job.py --model mnist_mlp_pytorch.onnx --out /shared/scores /shared/shard*.parquet
 
+The scoring pool is sized by Ray (``ActorPoolStrategy(min_size=1, max_size=--actors)``): a cluster with
+fewer CPUs than ``--actors`` asks for runs fewer actors, slower, never forever. A cluster that cannot run
+even one actor beside Ray Data's file-listing task (each takes one whole CPU; listing is Ray Data's
+``ListFiles`` operator, a map task with Ray Data's default of 1 CPU) is refused before any work, saying
+what it has and what the job needs.
+
 Standalone on purpose (numpy, pyarrow, onnxruntime and ray only): the working dir holds this file and the
 model, nothing else."""
 
@@ -21,6 +27,19 @@ import pyarrow.parquet as pq
 import ray
 
 BATCH = 1024
+ACTOR_CPUS = 1  # each scoring actor
+LIST_CPUS = 1  # Ray Data's ListFiles task (ray.data._internal.planner.plan_list_files_op: the default 1 CPU)
+
+
+def check_cluster(resources: dict) -> None:
+    """Refuse, before any work, a cluster that cannot hold one actor and the listing task at once."""
+    has, needs = resources.get("CPU", 0), ACTOR_CPUS + LIST_CPUS
+    if has < needs:
+        raise SystemExit(
+            f"this cluster cannot run the job: it has {has:g} CPU(s), the job needs at least {needs} "
+            f"at once ({ACTOR_CPUS} for a scoring actor, {LIST_CPUS} for Ray Data's file listing); "
+            "start a node with more CPUs or add a worker node (ray start --num-cpus=...)"
+        )
 
 
 class Scorer:
@@ -53,11 +72,18 @@ def main() -> None:
     parser.add_argument("shards", nargs="+", help="Parquet files with id and pixels columns")
     parser.add_argument("--model", required=True, help="the .onnx file, in the working dir")
     parser.add_argument("--out", required=True, help="output folder (emptied first)")
-    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--actors", type=int, default=2, help="at most this many scoring actors")
     args = parser.parse_args()
+    if args.actors < 1:
+        parser.error(f"expected --actors of at least 1, got {args.actors}")
 
     ray.init()  # inside a job: joins the cluster that runs it
-    print(f"cluster: {len(ray.nodes())} nodes, {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
+    resources = ray.cluster_resources()
+    alive = sum(node["Alive"] for node in ray.nodes())
+    print(
+        f"cluster: {alive} nodes, {resources.get('CPU', 0):g} CPUs; scoring actors: 1 to {args.actors}"
+    )
+    check_cluster(resources)
     start = time.perf_counter()
     shutil.rmtree(args.out, ignore_errors=True)  # write_parquet adds files: a re-run starts empty
     (
@@ -69,7 +95,7 @@ def main() -> None:
             batch_size=BATCH,
             batch_format="pyarrow",
             num_cpus=1,
-            compute=ray.data.ActorPoolStrategy(size=args.actors),
+            compute=ray.data.ActorPoolStrategy(min_size=1, max_size=args.actors),
         )
         .write_parquet(args.out, ray_remote_args={"num_cpus": 0.25})
     )
