@@ -17,10 +17,12 @@ def _pixels(batch):
 
 
 class Top2WithPartition:  # argpartition + a float64 softmax, InferenceSession imported by name
-    def __init__(self, model_bytes):
+    def __init__(self, model_path):
+        from pathlib import Path
+
         from onnxruntime import InferenceSession
 
-        self.session = InferenceSession(model_bytes)
+        self.session = InferenceSession(Path(model_path).read_bytes())  # the file read, then parsed
         self.output = self.session.get_outputs()[0].name
 
     def __call__(self, batch):
@@ -45,10 +47,10 @@ class Top2WithPartition:  # argpartition + a float64 softmax, InferenceSession i
 
 
 class Top2RowByRow:  # a Python loop over the rows, lists instead of arrays
-    def __init__(self, model_bytes):
+    def __init__(self, model_path):
         import onnxruntime
 
-        self.session = onnxruntime.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+        self.session = onnxruntime.InferenceSession(model_path, providers=["CPUExecutionProvider"])
 
     def __call__(self, batch):
         logits = self.session.run(None, {"image": _pixels(batch)})[0]
@@ -81,13 +83,19 @@ def _softmax_over_batch(out, batch, self):
 def _new_session_per_batch(out, batch, self):
     import onnxruntime as ort
 
-    ort.InferenceSession(self.model_bytes)
+    ort.InferenceSession(self.model_path)
     return out
 
 
-def _keep_bytes(self, model_bytes):
-    Top2.__init__(self, model_bytes)
-    self.model_bytes = model_bytes
+def _keep_path(self, model_path):
+    Top2.__init__(self, model_path)
+    self.model_path = model_path
+
+
+def _wants_bytes(self, model_bytes):  # the model expected as bytes, not as a path
+    import onnxruntime as ort
+
+    self.session = ort.InferenceSession(bytes(model_bytes))
 
 
 REQUIREMENTS = [  # (requirement broken, answer, words the feedback must hold)
@@ -137,10 +145,15 @@ REQUIREMENTS = [  # (requirement broken, answer, words the feedback must hold)
     ),
     (
         "one session per actor",
-        broken(_new_session_per_batch, _keep_bytes),
+        broken(_new_session_per_batch, _keep_path),
         ["new InferenceSession", "__init__"],
     ),
     ("a dict returned", broken(lambda o, b, s: list(o.values())), ["dict"]),
+    (
+        "the model given as a path",
+        broken(lambda o, b, s: o, _wants_bytes),
+        ["Top2(model_path)", "a path to an .onnx file"],
+    ),
 ]
 
 
