@@ -111,6 +111,13 @@ def test_the_config_file_passes_serves_schema_and_says_what_the_code_says():
     options = digits_service.Digits._deployment_config
     assert options.max_ongoing_requests == digits_service.MAX_ONGOING
     assert options.max_queued_requests == digits_service.MAX_QUEUED
+    # a batch can fill: a replica holds at least max_batch_size requests at once
+    batch_size = digits_service.Digits.func_or_class.score_batch._get_max_batch_size()
+    assert batch_size == digits_service.MAX_BATCH
+    assert deployment.max_ongoing_requests >= batch_size, (
+        "the config file's replica never fills a batch"
+    )
+    assert options.max_ongoing_requests >= batch_size, "the app's replica never fills a batch"
     wrong = {**raw, "applications": [{**raw["applications"][0], "route_prefix": 8000}]}
     with pytest.raises(Exception, match="route_prefix"):  # the schema is not a rubber stamp
         ServeDeploySchema.model_validate(wrong)

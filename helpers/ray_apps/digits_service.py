@@ -9,7 +9,9 @@ deploys it with ``serve.run(build({...}))`` and prints this source. What each pa
 - ``limit_body``: a middleware that answers a body over ``MAX_BODY`` bytes with **413** before reading it,
   and one without a ``Content-Length`` with **411**.
 - ``Digits``: the deployment; ``session.run`` runs in a worker thread (``asyncio.to_thread``), off the
-  replica's event loop, with or without ``@serve.batch``. ``max_ongoing_requests`` bounds each replica,
+  replica's event loop, with or without ``@serve.batch``. Each answer names the batch it ran in (``batch``:
+  its size, ``batch_id``: this replica's id and the batch's number, counted in ``score_batch``), so a client
+  can count the batches the replica actually ran. ``max_ongoing_requests`` bounds each replica,
   ``max_queued_requests`` the requests waiting at the proxy (more get **503**), ``autoscaling_config`` sets
   1 to 2 replicas with delays shortened from Serve's defaults (upscale 30 s, downscale 600 s, look-back 30 s).
 - ``gate``: for the notebook's overload demonstration only: while it names a file that does not exist,
@@ -27,6 +29,9 @@ from ray import serve
 
 MAX_BODY = 64 * 1024  # bytes; one digit's JSON is about 3 kB
 MAX_ONGOING, MAX_QUEUED = 8, 16  # per replica; per proxy
+# a replica holds at most MAX_ONGOING requests, so a batch larger than that never fills (Serve's
+# batching.py warns when max_batch_size * max_concurrent_batches exceeds max_ongoing_requests)
+MAX_BATCH = 8
 AUTOSCALING = {
     "min_replicas": 1,
     "max_replicas": 2,
@@ -74,7 +79,8 @@ async def limit_body(request: Request, call_next):
 )
 @serve.ingress(api)
 class Digits:
-    """POST / with {"pixels": ...} -> {"digit", "logits", "batch"} (batch: requests in its session.run)."""
+    """POST / with {"pixels": ...} -> {"digit", "logits", "batch", "batch_id"} (batch: requests in its
+    session.run; batch_id: which of this replica's batches)."""
 
     def __init__(self, model: str, batched: bool = True, gate: str | None = None):
         import onnxruntime as ort
@@ -83,6 +89,8 @@ class Digits:
         options.intra_op_num_threads = 1
         self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self.batched, self.gate = batched, Path(gate) if gate else None
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        self.batches = 0  # session.run calls so far, counted in score_batch
 
     def run(self, images: np.ndarray) -> np.ndarray:
         """uint8 [N, 28, 28] -> logits [N, 10]; blocking, called in a worker thread."""
@@ -94,15 +102,22 @@ class Digits:
             await asyncio.sleep(0.05)  # held (overload demonstration), the event loop stays free
         image = np.array(digit.pixels, dtype=np.uint8)
         if self.batched:
-            logits, batch = await self.score_batch(image)
+            logits, batch, batch_id = await self.score_batch(image)
         else:
-            logits, batch = (await asyncio.to_thread(self.run, image[None]))[0], 1
-        return {"digit": int(logits.argmax()), "logits": logits.tolist(), "batch": batch}
+            logits, batch, batch_id = (await asyncio.to_thread(self.run, image[None]))[0], 1, None
+        return {
+            "digit": int(logits.argmax()),
+            "logits": logits.tolist(),
+            "batch": batch,
+            "batch_id": batch_id,
+        }
 
-    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
+    @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=0.005)
     async def score_batch(self, images: list[np.ndarray]) -> list:
+        self.batches += 1
+        batch_id = f"{self.replica}:{self.batches}"
         logits = await asyncio.to_thread(self.run, np.stack(images))
-        return [(row, len(images)) for row in logits]
+        return [(row, len(images), batch_id) for row in logits]
 
 
 def build(args: dict) -> serve.Application:
