@@ -1,4 +1,21 @@
-"""Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy, onnxruntime and Pillow (notebook 03)."""
+"""Classify 28x28 digits (PNG or .npy) with an MNIST ``.onnx`` file using only numpy, onnxruntime and Pillow (notebook 03).
+
+A deployment in one file: copy it next to a model and run ``python predict.py MODEL.onnx IMAGE...``. The lesson:
+
+1. ``load_model``: an ``ort.InferenceSession`` on the file, on the CPU;
+2. ``inspect_session``: the input's and the output's names, shapes and types read from the session, never typed;
+3. ``read_inputs``: each 28x28 digit as float32 in 0..1, white on black (uint8 pixels divided by 255);
+4. ``predict``: ``session.run([output_name], {input_name: batch})`` on the batch [N, 1, 28, 28];
+5. ``softmax``: each row of logits made into probabilities; the digit is the most probable class.
+
+Everything else is what a user meets when something does not fit, each refused with a message saying what was
+expected and what came: a model that is not ``[batch, 1, H, W] float -> [batch, classes]`` (exit code 3);
+a missing, unreadable or unrecognised file, a ``.npy`` array of the wrong shape, dtype or range, a corrupt,
+truncated or oversized PNG (read by Pillow: the size from the header, every checksum before any pixel is
+decoded), a blank image, a dark digit on a light background (exit code 4). Drawings of any size are notebook 04's:
+``python -m helpers.classify_drawing`` puts the page's preprocessing (``helpers/preprocess.py``) in front of this
+file.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +33,8 @@ from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
 from PIL import Image
 
 EXIT_OK, EXIT_USAGE, EXIT_MODEL, EXIT_INPUT = 0, 2, 3, 4
+# the program for drawings of any size (notebook 04), named where a refusal points to it
+DRAWINGS = "python -m helpers.classify_drawing"
 
 EXIT_CODES_HELP = """exit codes:
   0  every image was classified
@@ -24,12 +43,12 @@ EXIT_CODES_HELP = """exit codes:
      classifier [batch, 1, H, W] -> [batch, classes], or failed while running
   4  input error: an image is missing, unreadable (e.g. permission denied) or a folder, has the wrong size,
      dtype, shape or value range, is blank, empty or ambiguous (which pixels are the ink?), or its
-     background is not dark (a dark digit on a light background needs --invert or --preprocess mnist)
+     background is not dark (a dark digit on a light background needs --invert; a drawing of any size,
+     python -m helpers.classify_drawing)
 
 examples:
   python -m helpers.predict artifacts/mnist_mlp_pytorch.onnx digit.png batch.npy
   python -m helpers.predict artifacts/mnist_mlp_keras.onnx drawn.png --invert --json
-  python -m helpers.predict artifacts/mnist_cnn_pytorch.onnx canvas.png --preprocess mnist
 """
 ORT_FLOAT_TYPES = {
     "tensor(float)": np.float32,
@@ -53,8 +72,10 @@ class InputError(Exception):
 # ----------------------------------------------------------------------------------------- the model
 class ModelSpec(NamedTuple):
     input_name: str
-    input_type: str  # e.g. "tensor(float)"
-    batch: int | None  # None = dynamic batch dimension
+    # e.g. "tensor(float)"
+    input_type: str
+    # None: a dynamic batch dimension
+    batch: int | None
     height: int
     width: int
     output_name: str
@@ -130,9 +151,8 @@ def read_bytes(path: str | Path) -> bytes:
 def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
     """Images from a ``.npy`` file's bytes as float32 [N, H, W] in 0..1 (uint8 is divided by 255)."""
     try:
-        array = np.load(
-            io.BytesIO(data), allow_pickle=False
-        )  # never unpickle: a pickle can run code
+        # never unpickle: a pickle can run code
+        array = np.load(io.BytesIO(data), allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
         raise InputError(f"{path}: not a readable .npy array ({err})") from err
     hw = tuple(expected_hw)
@@ -160,42 +180,28 @@ def decode_npy(data: bytes, path, expected_hw: tuple[int, int]) -> np.ndarray:
     return array.astype(np.float32)
 
 
-def read_image_file(
-    path: str | Path, expected_hw: tuple[int, int], any_size: bool = False
-) -> tuple[np.ndarray, bool]:
-    """(float32 [N, H, W] in 0..1, is_png) from a PNG or ``.npy`` file told by content; ``any_size``: a drawing."""
+def read_image_file(path: str | Path, expected_hw: tuple[int, int]) -> tuple[np.ndarray, bool]:
+    """(float32 [N, H, W] in 0..1, is_png) from a PNG or ``.npy`` file told by its content, not its name."""
     data = read_bytes(path)
     if data.startswith(PNG_SIGNATURE):
-        return decode_png(data, path, None if any_size else expected_hw, MAX_DRAWING_SIDE)[
-            None
-        ], True
-    if data.startswith(b"\x93NUMPY"):
+        return decode_png(data, path, expected_hw)[None], True
+    if data.startswith(NPY_SIGNATURE):
         return decode_npy(data, path, expected_hw), False
     raise InputError(f"{path}: neither a PNG image nor a .npy array (unrecognised content)")
 
 
-def read_inputs(
-    paths: list[str], spec: ModelSpec, mnist: bool = False
-) -> tuple[np.ndarray, list[str]]:
-    """Every file's images as float32 [N, H, W] (``mnist``: drawings preprocessed) and a source name per image."""
+def read_inputs(paths: list[str], spec: ModelSpec) -> tuple[np.ndarray, list[str]]:
+    """Every file's images as one float32 batch [N, H, W] in 0..1, and a source name per image."""
     sources, batches = [], []
     for path in paths:
-        images, is_png = read_image_file(path, (spec.height, spec.width), any_size=mnist)
-        names = [path] if is_png else [f"{path}[{i}]" for i in range(len(images))]
-        if mnist:
-            images = np.stack(
-                [mnist_preprocess(find_ink(im, n), name=n) for im, n in zip(images, names)]
-            )
+        images, is_png = read_image_file(path, (spec.height, spec.width))
+        sources += [path] if is_png else [f"{path}[{i}]" for i in range(len(images))]
         batches.append(images)
-        sources += names
     return np.concatenate(batches), sources
 
 
 # ------------------------------------------------------------------------------------ PNG reading (Pillow)
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MAX_DRAWING_SIDE = (
-    4096  # --preprocess mnist takes drawings of any size up to this (checked before decoding)
-)
+PNG_SIGNATURE, NPY_SIGNATURE = b"\x89PNG\r\n\x1a\n", b"\x93NUMPY"
 # what Pillow raises for a file it cannot read (its UnidentifiedImageError and "image file is truncated" are
 # OSErrors, a broken checksum a SyntaxError)
 PIL_ERRORS = (OSError, SyntaxError, ValueError, EOFError)
@@ -225,31 +231,33 @@ def decode_png(
 ) -> np.ndarray:
     """A PNG file's bytes -> float32 gray [height, width] in 0..1 (read by Pillow); ``InputError`` saying why not.
 
-    The size is checked from the header, and every chunk's checksum, before any pixel is decompressed."""
+    The size is checked from the header (``expected_hw``, or at most ``max_side`` a side when any size will do),
+    and every chunk's checksum, before any pixel is decompressed."""
     image = _open_png(data, path)
     width, height = image.size
     if expected_hw is not None and (height, width) != tuple(expected_hw):
         raise InputError(
             f"{path}: image is {width}x{height} pixels; the model expects "
             f"{expected_hw[1]}x{expected_hw[0]} (width x height); drawings of any size "
-            f"need --preprocess mnist"
+            f"need {DRAWINGS}"
         )
     if expected_hw is None and max_side and not (width <= max_side and height <= max_side):
         raise InputError(
             f"{path}: image is {width}x{height} pixels; expected at most {max_side}x{max_side}"
         )
     try:
-        image.verify()  # every chunk's checksum, up to IEND; Pillow then needs the file opened again
+        # every chunk's checksum, up to IEND; Pillow then needs the file opened again
+        image.verify()
         image = _open_png(data, path)
         image.load()
     except PIL_ERRORS as err:
         raise InputError(f"{path}: corrupt or truncated PNG ({err})") from err
-    if (
-        image.mode == "I;16"
-    ):  # 16-bit grey: Pillow keeps all 16 bits (other modes it reads as 8-bit)
+    # 16-bit grey: Pillow keeps all 16 bits (other modes it reads as 8-bit)
+    if image.mode == "I;16":
         gray = np.asarray(image, dtype=np.int64)
         samples = gray[..., None]
-        if "transparency" in image.info:  # one grey value marked transparent (a tRNS chunk)
+        # one grey value marked transparent (a tRNS chunk)
+        if "transparency" in image.info:
             alpha = np.where(gray == image.info["transparency"], 0, 65535)
             samples = np.stack([gray, alpha], axis=-1)
         return gray_from_pixels(samples, 65535, path)
@@ -302,10 +310,8 @@ def read_png(path: str | Path, expected_hw: tuple[int, int] | None = None) -> np
 
 
 # ------------------------------------------------------------------------- the contract: light ink on black
-DARK, LIGHT = (
-    0.25,
-    0.75,
-)  # a background (median of the border pixels) at most DARK is black, at least LIGHT white
+# a background (the median of the border pixels) at most this dark is black
+DARK = 0.25
 
 
 def background(images: np.ndarray) -> np.ndarray:
@@ -326,83 +332,17 @@ def check_inputs(images: np.ndarray, sources: list[str], inverted: bool = False)
         )
     light = np.flatnonzero(background(images) > DARK)
     if len(light):
-        i, hint = (
-            light[0],
-            (
-                "drop --invert for images that already are, or use"
-                if inverted
-                else "for a dark digit "
-                "on a light or transparent background use --invert (28x28 images) or"
-            ),
+        i = light[0]
+        hint = (
+            "drop --invert for images that already are, or use"
+            if inverted
+            else "for a dark digit on a light or transparent background use --invert (28x28 images) or"
         )
         raise InputError(
             f"{sources[i]}: the background is not dark{' after --invert' if inverted else ''} (median of "
             f"the border pixels {background(images[i]):.2f}; {len(light)} such images in all): the "
-            f"model expects a light digit on black; {hint} --preprocess mnist (drawings of any size)"
+            f"model expects a light digit on black; {hint} {DRAWINGS} (drawings of any size)"
         )
-
-
-def find_ink(gray: np.ndarray, name="image") -> np.ndarray:
-    """Ink in 0..1 from a gray image on a light (ink = 1 - gray) or dark background; mid-gray is an ``InputError``."""
-    paper = float(background(gray))
-    if DARK < paper < LIGHT:
-        raise InputError(
-            f"{name}: the border is mid-gray (median {paper:.2f}), so ink and background cannot "
-            f"be told apart; expected dark strokes on a light or transparent background"
-        )
-    return 1.0 - gray if paper >= LIGHT else gray
-
-
-# ------------------------------------------------------------------------ MNIST-style preprocessing
-# the steps MNIST was made with (LeCun et al.); web/preprocess.js does them in the same order and arithmetic
-INK_THRESHOLD = 0.1  # pixels with at least this much ink define the bounding box
-BOX_SIDE, FIELD_SIDE = 20, 28
-
-
-def _area_weights(n_in: int, n_out: int) -> np.ndarray:
-    """[n_out, n_in] weights of area resampling: output pixel i averages the input it covers."""
-    edges = np.arange(n_out + 1)[:, None] * (n_in / n_out)
-    overlap = np.minimum(edges[1:], np.arange(1, n_in + 1)) - np.maximum(
-        edges[:-1], np.arange(n_in)
-    )
-    return np.clip(overlap, 0, None) / (n_in / n_out)
-
-
-def mnist_preprocess(ink: np.ndarray, centre: str = "mass", name="image") -> np.ndarray:
-    """Ink [H, W] -> float32 [28, 28]: crop, longest side 20 px, centred by ``"mass"``, ``"box"`` or ``"none"``."""
-    ink = np.asarray(ink, dtype=np.float64)
-    if centre not in ("mass", "box", "none"):
-        raise ValueError(f"centre must be 'mass', 'box' or 'none', got {centre!r}")
-    rows, cols = np.nonzero(ink >= INK_THRESHOLD)
-    if len(rows) == 0:
-        raise InputError(
-            f"{name}: no ink found (no pixel reaches {INK_THRESHOLD:.0%} ink): the drawing is empty"
-        )
-    if centre == "none":  # a naive program: the whole drawing resized
-        return np.clip(
-            _area_weights(ink.shape[0], FIELD_SIDE)
-            @ ink
-            @ _area_weights(ink.shape[1], FIELD_SIDE).T,
-            0,
-            1,
-        ).astype(np.float32)
-    crop = ink[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
-    height, width = crop.shape
-    new_h, new_w = (
-        max(1, int(np.floor(side * BOX_SIDE / max(height, width) + 0.5)))
-        for side in (height, width)
-    )
-    small = _area_weights(height, new_h) @ crop @ _area_weights(width, new_w).T
-    centre_y, centre_x = (new_h - 1) / 2, (new_w - 1) / 2
-    if centre == "mass":
-        centre_y = (small.sum(axis=1) * np.arange(new_h)).sum() / small.sum()
-        centre_x = (small.sum(axis=0) * np.arange(new_w)).sum() / small.sum()
-    middle = (FIELD_SIDE - 1) / 2  # 13.5: the field's centre in pixel-index coordinates
-    top = min(max(int(np.floor(middle - centre_y + 0.5)), 0), FIELD_SIDE - new_h)
-    left = min(max(int(np.floor(middle - centre_x + 0.5)), 0), FIELD_SIDE - new_w)
-    field = np.zeros((FIELD_SIDE, FIELD_SIDE))
-    field[top : top + new_h, left : left + new_w] = small
-    return np.clip(field, 0, 1).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------------- running the session
@@ -419,9 +359,8 @@ def predict(session: ort.InferenceSession, spec: ModelSpec, images: np.ndarray) 
         raise InputError(
             f"expected images shaped (N, {spec.height}, {spec.width}), got {images.shape}"
         )
-    batch = images[:, None].astype(
-        ORT_FLOAT_TYPES[spec.input_type]
-    )  # [N, 1, H, W] in the model's dtype
+    # [N, 1, H, W] in the model's dtype
+    batch = images[:, None].astype(ORT_FLOAT_TYPES[spec.input_type])
     chunks = [batch] if spec.batch is None else [batch[i : i + 1] for i in range(len(batch))]
     try:
         logits = np.concatenate(
@@ -496,14 +435,6 @@ def main(argv: list[str] | None = None) -> int:
         help="the images show a dark digit on a light background (MNIST is white on black)",
     )
     parser.add_argument(
-        "--preprocess",
-        choices=("none", "mnist"),
-        default="none",
-        help="mnist: drawings of any size, dark on light or transparent (or light on dark, told by "
-        "the border) made into 28x28 as MNIST was: crop to the ink, longest side 20 px, centre "
-        "of mass at the centre (default: none, the images are already the model's input)",
-    )
-    parser.add_argument(
         "--json", action="store_true", help="print JSON (all probabilities) instead of text"
     )
     parser.add_argument(
@@ -516,19 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.threads is not None and args.threads < 1:
         parser.error(f"--threads must be at least 1, got {args.threads}")
-    if args.invert and args.preprocess == "mnist":
-        parser.error(
-            "--preprocess mnist finds the ink itself (dark on light or light on dark): drop --invert"
-        )
-    mnist = args.preprocess == "mnist"
     try:
         session, spec = load_model(args.model, args.threads)
-        if mnist and (spec.height, spec.width) != (FIELD_SIDE, FIELD_SIDE):
-            raise ModelError(
-                f"--preprocess mnist makes {FIELD_SIDE}x{FIELD_SIDE} images; the model expects "
-                f"{spec.width}x{spec.height}"
-            )
-        images, sources = read_inputs(args.images, spec, mnist)
+        images, sources = read_inputs(args.images, spec)
         if args.invert:
             images = 1.0 - images
         check_inputs(images, sources, args.invert)

@@ -78,10 +78,10 @@ def samples(tmp_path_factory):
     }  # in the files' order
 
 
-def run_cli(python, *args, cwd=None, by_path=False):
+def run_cli(python, *args, cwd=None, by_path=False, program="helpers.predict"):
     """Run the program with the repository on PYTHONPATH only (nothing of it is installed in the bare env)."""
     env = footprint.clean_environ() | {"PYTHONPATH": str(REPO_ROOT)}
-    entry = [str(REPO_ROOT / "helpers" / "predict.py")] if by_path else ["-m", "helpers.predict"]
+    entry = [str(REPO_ROOT / "helpers" / "predict.py")] if by_path else ["-m", program]
     return footprint.run_python(python, [*entry, *map(str, args)], cwd=cwd, env=env)
 
 
@@ -223,7 +223,7 @@ def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, sample
 
 
 def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, tmp_path):
-    """--preprocess mnist (notebook 04) on canvas exports of any size: the same output as in the full environment."""
+    """helpers.classify_drawing (notebook 04) on canvas exports of any size: the same output as in the full one."""
     from helpers.data.drawings import draw
 
     data = load_mnist()
@@ -238,9 +238,10 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
             ),
             "RGBA",
         ).save(tmp_path / name)
-    args = [built_artifact(MODELS[0]), *files, "--preprocess", "mnist", "--json"]
+    args = [built_artifact(MODELS[0]), *files, "--json"]
     in_bare, in_full = (
-        run_cli(python, *args, cwd=tmp_path) for python in (bare[1], sys.executable)
+        run_cli(python, *args, cwd=tmp_path, program="helpers.classify_drawing")
+        for python in (bare[1], sys.executable)
     )
     assert in_bare.returncode == 0 and in_full.returncode == 0, in_bare.stderr + in_full.stderr
     assert in_bare.stdout == in_full.stdout

@@ -1,4 +1,5 @@
-"""helpers/predict.py: PNG reading (Pillow, against a hand-written encoder), .npy reading, model validation, predictions and the CLI's exit codes."""
+"""helpers/predict.py: PNG reading (Pillow, against a hand-written encoder), .npy reading, model validation, predictions and the CLI's exit codes;
+helpers/classify_drawing.py's refusals beside it (its drawings are tested in tests/test_web.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from PIL import (
     Image,
 )  # writes PNG files for the command-line tests (the PNG-reading tests use encode_png)
 
+from helpers import classify_drawing as CD
 from helpers import predict as P
+from helpers import preprocess as D
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
 from helpers.pipeline.artifacts import built_artifact
@@ -477,6 +480,9 @@ def test_fixed_batch_of_one_runs_image_by_image(tmp_path, digits):
 def test_softmax_is_stable_for_large_logits():
     p = P.softmax(np.array([[1000.0, 0.0, -1000.0]]))
     assert np.isfinite(p).all() and p[0, 0] == pytest.approx(1.0)
+    # the deployment's own softmax and the one the checkers use (helpers/preprocess.py) are the same function
+    logits = np.random.default_rng(5).normal(scale=30, size=(64, 10))
+    np.testing.assert_array_equal(P.softmax(logits), D.softmax(logits))
 
 
 # --------------------------------------------------------------------------------- the program
@@ -670,8 +676,8 @@ def dark_on_light_files(folder: Path, digits: np.ndarray) -> dict[str, list[str]
     return files | {"uint8 .npy": [str(folder / "dark.npy")]}
 
 
-def cli_classes(capsys, *argv) -> np.ndarray:
-    assert P.main([*argv, "--json"]) == P.EXIT_OK, argv
+def cli_classes(capsys, *argv, program=P) -> np.ndarray:
+    assert program.main([*argv, "--json"]) == P.EXIT_OK, argv
     return np.array([p["class"] for p in json.loads(capsys.readouterr().out)["predictions"]])
 
 
@@ -681,7 +687,7 @@ def cli_classes(capsys, *argv) -> np.ndarray:
 def test_dark_digits_on_light_backgrounds_are_refused_never_misread(
     tmp_path, digits, mnist_model, capsys, form
 ):
-    """Exit 4 instead of a confident wrong digit; --invert reads the digits themselves, --preprocess mnist right."""
+    """Exit 4 instead of a confident wrong digit; --invert reads the digits themselves, classify_drawing right."""
     images, labels = digits
     files = dark_on_light_files(tmp_path, images)[form]
     assert P.main([mnist_model, *files]) == P.EXIT_INPUT
@@ -689,15 +695,13 @@ def test_dark_digits_on_light_backgrounds_are_refused_never_misread(
     assert (
         "the background is not dark" in err
         and "use --invert" in err
-        and "--preprocess mnist" in err
+        and "python -m helpers.classify_drawing (drawings of any size)" in err
     ), err
     assert f"{len(labels)} such images in all" in err and "1.00" in err, err
     np.save(tmp_path / "mnist.npy", images)
     plain = cli_classes(capsys, mnist_model, str(tmp_path / "mnist.npy"))
     np.testing.assert_array_equal(cli_classes(capsys, mnist_model, *files, "--invert"), plain)
-    assert (
-        cli_classes(capsys, mnist_model, *files, "--preprocess", "mnist") == labels
-    ).mean() >= 0.9
+    assert (cli_classes(capsys, mnist_model, *files, program=CD) == labels).mean() >= 0.9
 
 
 def test_light_digits_on_black_need_no_flag_and_inverting_them_is_refused(
@@ -775,3 +779,31 @@ def test_each_image_file_is_opened_once(tmp_path, model_path, digits, monkeypatc
     assert P.main([str(model_path), str(tmp_path / "d.png"), str(tmp_path / "b.npy")]) == P.EXIT_OK
     assert opened.count("d.png") == 1 and opened.count("b.npy") == 1, opened
     capsys.readouterr()
+
+
+# ------------------------------------------------------------------------- the drawing program's refusals
+def test_classify_drawing_refuses_models_that_are_not_28x28_and_oversized_drawings(
+    tmp_path, digits, capsys
+):
+    Image.fromarray(255 - digits[0][0]).save(tmp_path / "d.png")
+    big = linear_model(tmp_path / "m32.onnx", input_shape=("batch", 1, 32, 32))
+    assert CD.main([str(big), str(tmp_path / "d.png")]) == P.EXIT_MODEL
+    assert "drawings are made into 28x28 images; the model expects 32x32" in capsys.readouterr().err
+    model = linear_model(tmp_path / "m28.onnx")
+    (tmp_path / "huge.png").write_bytes(_header_only(5000, 300))
+    assert CD.main([str(model), str(tmp_path / "huge.png")]) == P.EXIT_INPUT
+    assert "5000x300 pixels; expected at most 4096x4096" in capsys.readouterr().err
+    (tmp_path / "note.txt").write_text("hello")
+    assert CD.main([str(model), str(tmp_path / "note.txt")]) == P.EXIT_INPUT
+    assert "neither a PNG image nor a .npy array" in capsys.readouterr().err
+    assert CD.main([str(model), str(tmp_path / "d.png")]) == P.EXIT_OK
+    assert capsys.readouterr().out.split()[0] == str(tmp_path / "d.png")
+
+
+def test_classify_drawing_help_documents_the_exit_codes():
+    result = subprocess.run(
+        [sys.executable, "-m", "helpers.classify_drawing", "--help"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    for line in ("2  usage error", "3  model error", "4  input error"):
+        assert line in result.stdout

@@ -1,5 +1,6 @@
 """The .onnx files in Node.js (``web/classify.mjs``, ONNX Runtime Web) against Python onnxruntime, the page's
-``web/preprocess.js`` against ``helpers.predict``'s, ``helpers.predict`` on drawn digits, ``helpers.webserver``.
+``web/preprocess.js`` against its twin ``helpers.preprocess``, ``helpers.classify_drawing`` on drawn digits,
+``helpers.webserver``.
 
 Node.js 18+ and ``npm ci`` (both part of ``make setup``) are required: without them these tests fail and say so.
 """
@@ -18,7 +19,9 @@ import onnxruntime as ort
 import pytest
 from PIL import Image  # an independent PNG encoder for the drawings
 
+from helpers import classify_drawing as CD
 from helpers import predict as P
+from helpers import preprocess as D
 from helpers.data.drawings import draw, variants
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
@@ -193,7 +196,8 @@ def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
 def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(
     node, mnist, tmp_path, form, capsys
 ):
-    """classify.mjs refuses them with the exit code and message of helpers.predict; --invert reads them right."""
+    """classify.mjs refuses them with the exit code and message of helpers.predict, each naming its own way to read
+    drawings (``--preprocess mnist`` in Node, helpers.classify_drawing in Python); --invert reads them right."""
     model, digits, labels = built_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
     dark = dark_on_light(digits, form, tmp_path)
     np.save(tmp_path / "dark.npy", dark)
@@ -202,11 +206,12 @@ def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(
         result.stderr
     )
     python_message = capsys.readouterr().err.strip()
-    assert result.stderr.strip() == python_message and "--invert" in python_message, (
+    assert P.DRAWINGS in python_message and "--preprocess mnist" not in python_message
+    assert result.stderr.strip() == python_message.replace(P.DRAWINGS, "--preprocess mnist"), (
         result.stderr,
         python_message,
     )
-    assert "--preprocess mnist" in python_message and "the background is not dark" in python_message
+    assert "--invert" in python_message and "the background is not dark" in python_message
     inverted = node_report(node, model, dark, tmp_path, "--invert")
     assert (np.array(inverted["logits"]).argmax(1) == labels).mean() >= 0.95
 
@@ -234,9 +239,8 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
         rgba = draw(mnist.x_test[index], **kinds[name])
         Image.fromarray(rgba, "RGBA").save(tmp_path / f"d{i}.png")
         drawings.append(rgba)
-        pythons.append(
-            P.mnist_preprocess(P.find_ink(P.read_png(tmp_path / f"d{i}.png")))
-        )  # helpers.predict's path
+        # helpers.classify_drawing's path: helpers.predict reads the PNG, helpers.preprocess does the steps
+        pythons.append(D.mnist_preprocess(D.find_ink(P.read_png(tmp_path / f"d{i}.png"))))
     report = node_report(
         node,
         built_artifact(MNIST_FILES[0]),
@@ -254,27 +258,27 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
 
 
 def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_path):
-    """helpers.predict's three centring choices on one drawing, and its refusals of no ink and of mid-gray."""
+    """helpers.preprocess's three centring choices on one drawing, and its refusals of no ink and of mid-gray."""
     digit = mnist.x_test[0]
     rgba = draw(digit, shift=(30, -40))
     Image.fromarray(rgba, "RGBA").save(tmp_path / "d.png")
-    ink = P.find_ink(P.read_png(tmp_path / "d.png"))
+    ink = D.find_ink(P.read_png(tmp_path / "d.png"))
     for centre in ("mass", "box", "none"):
-        image = P.mnist_preprocess(ink, centre=centre)
+        image = D.mnist_preprocess(ink, centre=centre)
         assert (
             image.shape == (28, 28)
             and image.dtype == np.float32
             and 0 <= image.min()
             and image.max() <= 1
         )
-    with pytest.raises(P.InputError, match="no ink found"):
-        P.mnist_preprocess(np.zeros((50, 60)))
-    with pytest.raises(P.InputError, match="mid-gray"):
-        P.find_ink(np.full((40, 40), 0.5))
+    with pytest.raises(D.DrawingError, match="no ink found"):
+        D.mnist_preprocess(np.zeros((50, 60)))
+    with pytest.raises(D.DrawingError, match="mid-gray"):
+        D.find_ink(np.full((40, 40), 0.5))
 
 
-# ---------------------------------------------------------------------- --preprocess mnist accuracy
-def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
+# ------------------------------------------------------------------------- classify_drawing accuracy
+def test_classify_drawing_on_drawn_test_digits(mnist, tmp_path):
     """Drawn digits classified through the CLI almost as well as the un-drawn digits themselves."""
     model = built_artifact(MNIST_FILES[0])
     rng = np.random.default_rng(4)
@@ -293,11 +297,9 @@ def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
         [
             sys.executable,
             "-m",
-            "helpers.predict",
+            "helpers.classify_drawing",
             str(model),
             *files,
-            "--preprocess",
-            "mnist",
             "--json",
         ],
         capture_output=True,
@@ -318,20 +320,22 @@ def test_predict_preprocess_mnist_on_drawn_test_digits(mnist, tmp_path):
     assert np.mean(list(accuracy.values())) >= undrawn - 0.05, summary
 
 
-def test_predict_preprocess_mnist_refuses_empty_and_conflicting_options(tmp_path, capsys):
+def test_classify_drawing_refuses_empty_drawings_and_invert(tmp_path, capsys):
     model = str(built_artifact(MNIST_FILES[0]))
     Image.fromarray(np.full((100, 120), 255, np.uint8)).save(tmp_path / "white.png")
     Image.fromarray(np.zeros((100, 120, 4), np.uint8), "RGBA").save(tmp_path / "clear.png")
-    assert P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
+    Image.fromarray(np.full((100, 120), 128, np.uint8)).save(tmp_path / "grey.png")
+    assert CD.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT
     assert "no ink found" in capsys.readouterr().err
-    assert P.main([model, str(tmp_path / "clear.png"), "--preprocess", "mnist"]) == P.EXIT_INPUT
+    assert CD.main([model, str(tmp_path / "clear.png")]) == P.EXIT_INPUT
     assert "fully transparent" in capsys.readouterr().err
-    assert (
-        P.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT
-    )  # without --preprocess: wrong size
-    assert "drawings of any size need --preprocess mnist" in capsys.readouterr().err
+    assert CD.main([model, str(tmp_path / "grey.png")]) == P.EXIT_INPUT
+    assert "grey.png: the border is mid-gray" in capsys.readouterr().err
+    # helpers.predict takes 28x28 images only, and says which program reads drawings
+    assert P.main([model, str(tmp_path / "white.png")]) == P.EXIT_INPUT
+    assert "drawings of any size need python -m helpers.classify_drawing" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
-        P.main([model, str(tmp_path / "white.png"), "--preprocess", "mnist", "--invert"])
+        CD.main([model, str(tmp_path / "white.png"), "--invert"])
     assert exit_info.value.code == P.EXIT_USAGE
     assert "drop --invert" in capsys.readouterr().err
 

@@ -13,6 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from helpers import predict as P
+from helpers import preprocess as D
 from helpers.data.atomic import atomic_path
 from helpers.data.drawings import draw
 from helpers.data.mnist import load_mnist
@@ -124,8 +125,8 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
             assert shown["model"] == label
             # Python's preprocessing of the canvas' own PNG export (dark strokes on transparent)
             png = base64.b64decode(shown["png"].split(",", 1)[1])
-            python_input = P.mnist_preprocess(
-                P.find_ink(P.decode_png(png, "canvas.png", max_side=4096))
+            python_input = D.mnist_preprocess(
+                D.find_ink(P.decode_png(png, "canvas.png", max_side=4096))
             )
             page_input = np.array(shown["input"], np.float32).reshape(28, 28)
             assert np.abs(page_input - python_input).max() <= 1 / 255

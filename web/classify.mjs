@@ -8,6 +8,7 @@
 //                (an image whose border is not dark is refused, as by helpers/predict.py);
 //                with --preprocess mnist: uint8 RGBA drawings [N, H, W, 4] (dark strokes on a light or
 //                transparent background), made into 28x28 inputs by web/preprocess.js, as the page does
+//                (in Python: helpers/classify_drawing.py, with helpers/preprocess.py)
 //   --invert     the images show a dark digit on a light background: use 1 - pixel
 //   --show-input also print the 28x28 inputs the model saw (to compare with Python's preprocessing)
 //   --time N     also time N single-image runs (after 10 warm-up runs) and print the median in microseconds

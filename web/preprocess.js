@@ -3,8 +3,9 @@
 // MNIST digits were made like this (LeCun et al.): the digit's bounding box was scaled so that its longest side
 // is 20 pixels (aspect ratio kept, anti-aliased), then placed in a 28x28 field so that its centre of mass sits at
 // the centre of the field; white digit on black. A drawing on a canvas needs the same steps, or the model sees
-// something it never saw in training. helpers/predict.py (`--preprocess mnist`) does exactly the same steps in
-// Python; tests/test_web.py checks that both give the same 28x28 images.
+// something it never saw in training. helpers/preprocess.py, this module's Python twin, does exactly the same steps
+// (helpers/classify_drawing.py runs them before helpers/predict.py); tests/test_web.py checks that both give the same
+// 28x28 images.
 //
 // An ES module with no dependencies: the web page imports it, and so does web/classify.mjs under Node.js.
 

@@ -69,7 +69,7 @@ def check_classifier(answer):
     import onnx
     from onnx import numpy_helper
 
-    from helpers.predict import softmax
+    from helpers.preprocess import softmax
 
     model, (W, b) = load_model(answer), given_weights()
     inits = {i.name: i for i in model.graph.initializer}
@@ -350,7 +350,7 @@ def _where(
 
 
 def check_interpreter(answer):
-    from helpers.predict import softmax
+    from helpers.preprocess import softmax
 
     require_callable(answer, "interpret(model, image)")
     images, _ = test_images(10_000)

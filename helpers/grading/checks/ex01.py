@@ -17,7 +17,7 @@ from helpers.grading.checks._common import (
 from helpers.grading.checks._common import (
     session as _session,
 )
-from helpers.predict import softmax
+from helpers.preprocess import softmax
 
 _reference_logits = functools.partial(
     reference_logits, "mnist_mlp_pytorch.onnx"

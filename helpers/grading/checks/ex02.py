@@ -11,7 +11,7 @@ import numpy as np
 
 from helpers.grading.checks._common import Wrong, as_model_path, load_model, rng
 from helpers.grading.checks._common import session as _session
-from helpers.predict import softmax
+from helpers.preprocess import softmax
 
 TOLERANCE = dict(
     rtol=1e-3, atol=1e-3

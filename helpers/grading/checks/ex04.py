@@ -23,7 +23,7 @@ from helpers.grading.checks._common import (
     write_varied_copy,
 )
 from helpers.pipeline.artifacts import built_artifact
-from helpers.predict import INK_THRESHOLD, softmax
+from helpers.preprocess import INK_THRESHOLD, softmax
 
 GREY = np.array([0.299, 0.587, 0.114])  # ITU-R 601 luma: the brightness of an RGB colour
 
