@@ -89,6 +89,41 @@ def test_draw_shows_one_box_per_node_top_to_bottom():
         plt.close(fig)
 
 
+def test_draw_into_given_axes_side_by_side_with_operator_types_only():
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2)
+    try:
+        for ax, title in zip(axes, ("left", "right")):
+            assert graph_drawing.draw_onnx_graph(tiny_model(), title, ax=ax, names=False) is fig
+        for ax, title in zip(axes, ("left", "right")):
+            boxes = [t.get_text() for t in ax.texts if t.get_bbox_patch() is not None]
+            # operator types only, no weight names, no tensor names on the edges
+            assert sorted(boxes) == sorted(["x", "MatMul", "Add", "Relu", "y"]), boxes
+            assert ax.get_title() == title
+    finally:
+        plt.close(fig)
+
+
+def test_side_by_side_draws_each_model_in_its_own_panel():
+    import matplotlib.pyplot as plt
+
+    longer = tiny_model()
+    longer.graph.node.append(helper.make_node("Relu", ["y"], ["z"]))
+    longer.graph.output[0].name = "z"
+    fig = graph_drawing.draw_graphs_side_by_side({"three ops": tiny_model(), "four ops": longer})
+    try:
+        assert [ax.get_title() for ax in fig.axes] == ["three ops", "four ops"]
+        boxes = [sum(t.get_bbox_patch() is not None for t in ax.texts) for ax in fig.axes]
+        assert boxes == [5, 6], boxes
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="expected at least one"):
+        graph_drawing.draw_graphs_side_by_side({})
+    with pytest.raises(TypeError, match="expected an onnx.ModelProto"):
+        graph_drawing.draw_graphs_side_by_side({"a path": "model.onnx"})
+
+
 def test_import_stays_light():
     code = (
         "import sys, helpers.show.graph_drawing; heavy = [m for m in ('torch', 'tensorflow', 'networkx', "

@@ -66,3 +66,23 @@ def bar_chart(
         ax.set_yscale("log")
     plt.show()
     return fig
+
+
+def scatter_chart(points: dict, xlabel: str, ylabel: str, title: str = ""):
+    """One dot per ``(series, label): (x, y)`` of ``points``, a colour per series, each dot labelled."""
+    import matplotlib.pyplot as plt
+
+    if not points or not all(isinstance(k, tuple) and len(k) == 2 for k in points):
+        raise ValueError(
+            f"expected a non-empty dict {{(series, label): (x, y)}}, got keys {list(points)[:3]!r}"
+        )
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for series in dict.fromkeys(s for s, _ in points):
+        mine = {label: xy for (s, label), xy in points.items() if s == series}
+        ax.scatter(*zip(*mine.values()), label=series)
+        for label, xy in mine.items():
+            ax.annotate(label, xy, fontsize=7, xytext=(4, 3), textcoords="offset points")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.legend(fontsize=7)
+    plt.show()
+    return fig
