@@ -528,34 +528,11 @@ def quantize_int8(fp32_path, int8_path, train_uint8):
 
 
 def gemm_to_matmul(model):
-    """Each ``Gemm(x, W, b)`` (alpha = beta = 1, no transA) as ``MatMul(x, W) + Add(b)``, as in notebook 05."""
-    from onnx import helper, numpy_helper
+    """Each ``Gemm(x, W, b)`` (alpha = beta = 1, no transA) as ``MatMul(x, W) + Add(b)``, as in notebook 05:
+    ONNX Runtime's own rewrite, which adds a transposed copy of ``W`` when ``transB=1``."""
+    from onnxruntime.quantization.onnx_model import ONNXModel
 
-    weights = {t.name: t for t in model.graph.initializer}
-    nodes = []
-    for node in model.graph.node:
-        if node.op_type != "Gemm":
-            nodes.append(node)
-            continue
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        w = numpy_helper.to_array(
-            weights[node.input[1]]
-        )  # MatMul wants [in, out]; transB=1 stores [out, in]
-        weights[node.input[1]].CopyFrom(
-            numpy_helper.from_array(
-                np.ascontiguousarray(w.T if attrs.get("transB") else w), node.input[1]
-            )
-        )
-        nodes += [
-            helper.make_node(
-                "MatMul", node.input[:2], [node.output[0] + "_mm"], name=node.name + "_mm"
-            ),
-            helper.make_node(
-                "Add", [node.output[0] + "_mm", node.input[2]], node.output, name=node.name + "_b"
-            ),
-        ]
-    del model.graph.node[:]
-    model.graph.node.extend(nodes)
+    ONNXModel(model).replace_gemm_with_matmul()
     return model
 
 
