@@ -62,7 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", help="the .onnx file (input [batch, 1, 28, 28] float)")
-    parser.add_argument("images", nargs="+", metavar="DRAWING", help="PNG files of any size")
+    parser.add_argument(
+        "images",
+        nargs="+",
+        metavar="DRAWING",
+        help="PNG files of any size (or .npy arrays of 28x28 images)",
+    )
     # predict.py's option, refused here with the reason
     parser.add_argument("--invert", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
