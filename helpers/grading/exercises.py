@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from helpers.grading.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09
+from helpers.grading.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09, ex10
 from helpers.grading.checks._common import Wrong, seeded
 
 # notebook number -> its checks module, whose ``CHECKS`` maps exercise ids to checkers
@@ -26,6 +26,7 @@ CHECK_MODULES = {
     "07": ex07,
     "08": ex08,
     "09": ex09,
+    "10": ex10,
 }
 
 
