@@ -127,6 +127,11 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
         import onnxruntime
         import pyarrow
         import ray
+        from ray._raylet import Config
+
+        # Ray reads RAY_AUTH_MODE into its config at first import (an earlier test file may have
+        # imported ray): re-read it, as Ray's own _enable_token_auth does
+        Config.initialize("")
 
         namespace = {
             "__name__": "__main__",  # as in a notebook: Ray pickles the classes by value
