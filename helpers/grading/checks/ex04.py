@@ -333,11 +333,13 @@ CHECKS = {"04.1": _check_ink, "04.2": _check_top3}
 
 def ink(rgb: np.ndarray) -> np.ndarray:
     """Ink 0..1 of a drawing in one ink colour on paper of any other colour: how far each pixel's colour is from
-    the paper's (the median of the border), relative to the farthest colours in the drawing (the full strokes)."""
+    the paper's (the median of the border), relative to the full strokes' distance (the 25th farthest pixel: a
+    count, not a share of the page, so a small digit on a large page still sets it)."""
     pixels = rgb.astype(np.float64)
     border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
     distance = np.linalg.norm(pixels - np.median(border, axis=0), axis=-1)
-    return np.clip(distance / max(np.percentile(distance, 99.5), 1e-6), 0, 1)
+    full_stroke = np.partition(distance.ravel(), -25)[-25]
+    return np.clip(distance / max(full_stroke, 1e-6), 0, 1)
 
 
 TOP3 = """\
