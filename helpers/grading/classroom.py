@@ -38,6 +38,7 @@ import nbformat
 
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.grading import exercises
+from helpers.grading.examiner import Exercise
 
 COURSE_TEMPLATE = (
     REPO_ROOT / "classroom"
@@ -136,7 +137,11 @@ def _grouped(imports: list[str]) -> str:
 
 
 def reference_code(exercise_id: str) -> str:
-    """The answer cell's code: ``solve_K``, what it uses from its module, and the line that sets ``answer``."""
+    """The answer cell's code: the exercise's reference as written and its answer line (an older module's:
+    ``solve_K``, what it uses from its module, and the line that sets ``answer``)."""
+    entry = exercises.exercise(exercise_id)
+    if isinstance(entry, Exercise):
+        return f"{inspect.getsource(entry.reference).rstrip()}\n\n\n{entry.answer_line}"
     solve = reference_function(exercise_id)
     module = inspect.getmodule(solve)
     source = inspect.getsource(module)
@@ -305,12 +310,17 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
     if sorted(texts) != checked:
         raise ValueError(f"{path.name}: its exercise list {sorted(texts)} != its checks {checked}")
     answers = {eid: reference_code(eid) for eid in texts}
-    wanted = set().union(
-        *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
-    )
-    setup = "\n".join(
-        [*setup_statements(notebook, wanted), "from helpers.grading.exercises import check"]
-    )
+    declared = [exercises.exercise(eid) for eid in texts]
+    if all(isinstance(entry, Exercise) for entry in declared):
+        # the set-up each exercise declares, each line once
+        lines = [line for entry in declared for line in entry.setup.strip().splitlines()]
+        setup_code = list(dict.fromkeys(lines))
+    else:
+        wanted = set().union(
+            *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
+        )
+        setup_code = setup_statements(notebook, wanted)
+    setup = "\n".join([*setup_code, "from helpers.grading.exercises import check"])
     title = notebook.cells[0].source.splitlines()[0].lstrip("# ")
     cells = [
         nbformat.v4.new_markdown_cell(

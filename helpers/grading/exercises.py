@@ -1,33 +1,65 @@
 """Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong.
 
-Each checks module ``helpers/grading/checks/exNN.py`` holds, per exercise ``NN.K``, its checker
-(``CHECKS["NN.K"]``) and a teacher's reference answer (``solve_K(workdir)``, see ``reference``).
+The registry is found from the modules: each ``helpers/grading/checks/exNN.py`` lists its exercises in
+``EXERCISES`` (see ``helpers.grading.examiner``, the one examiner they all go through). Modules not yet written as
+data keep ``CHECKS`` (exercise id -> checker) and ``solve_K(workdir)`` references.
 """
 
 from __future__ import annotations
 
-import secrets
+import functools
+import importlib
+import pkgutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from helpers.grading.checks import ex00, ex01, ex02, ex03, ex04, ex05, ex06, ex07, ex08, ex09, ex10
+from helpers.grading import checks as _checks_package
 from helpers.grading.checks._common import Wrong, seeded
+from helpers.grading.examiner import Exercise, draw_seed, run_check
 
-# notebook number -> its checks module, whose ``CHECKS`` maps exercise ids to checkers
-CHECK_MODULES = {
-    "00": ex00,
-    "01": ex01,
-    "02": ex02,
-    "03": ex03,
-    "04": ex04,
-    "05": ex05,
-    "06": ex06,
-    "07": ex07,
-    "08": ex08,
-    "09": ex09,
-    "10": ex10,
-}
+
+@functools.cache
+def check_modules() -> dict[str, Any]:
+    """Notebook number -> its exercise module, every ``exNN`` module of ``helpers.grading.checks``."""
+    names = sorted(
+        m.name
+        for m in pkgutil.iter_modules(_checks_package.__path__)
+        if re.fullmatch(r"ex\d\d", m.name)
+    )
+    return {name[2:]: importlib.import_module(f"helpers.grading.checks.{name}") for name in names}
+
+
+@functools.cache
+def registry() -> dict[str, Exercise | Callable]:
+    """Every exercise id of the series -> its :class:`Exercise` (or a module's older checker)."""
+    found: dict[str, Exercise | Callable] = {}
+    for number, module in check_modules().items():
+        entries = {e.id: e for e in getattr(module, "EXERCISES", [])}
+        entries.update(getattr(module, "CHECKS", {}))
+        for exercise_id, entry in entries.items():
+            if not exercise_id.startswith(number + ".") or exercise_id in found:
+                raise ValueError(f"{module.__name__} declares {exercise_id} twice or out of place")
+            found[exercise_id] = entry
+    return found
+
+
+def all_exercises() -> dict[str, Exercise | Callable]:
+    return dict(registry())
+
+
+def exercise(exercise_id: str) -> Exercise | Callable:
+    known = registry()
+    if exercise_id not in known:
+        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(known))}")
+    return known[exercise_id]
+
+
+def reference(exercise_id: str) -> Callable[[Path], Any]:
+    """An older module's ``solve_K(workdir)`` for ``exercise_id``."""
+    module = check_modules()[exercise_id.split(".")[0]]
+    return getattr(module, f"solve_{int(exercise_id.split('.')[1])}")
 
 
 @dataclass
@@ -59,32 +91,11 @@ class Feedback:
     __repr__ = __str__
 
 
-def all_exercises() -> dict[str, Callable[[Any], list[str] | str | None]]:
-    """Every exercise id of the series -> its checker."""
-    return {
-        exercise: checker
-        for module in CHECK_MODULES.values()
-        for exercise, checker in module.CHECKS.items()
-    }
-
-
-def _checks_module(exercise_id: str):
-    checks = all_exercises()
-    if exercise_id not in checks:
-        raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(checks))}")
-    return CHECK_MODULES[exercise_id.split(".")[0]]
-
-
-def reference(exercise_id: str) -> Callable[[Path], Any]:
-    """A teacher's answer to ``exercise_id``: ``solve_K(workdir)`` of its checks module, returning the answer."""
-    module, k = _checks_module(exercise_id), int(exercise_id.split(".")[1])
-    return getattr(module, f"solve_{k}")
-
-
 def _name_of(answer: Any) -> str:
     """How the feedback spells the answer in the call that repeats a check: its name if it has one."""
     name = getattr(answer, "__name__", "")
-    return name if isinstance(name, str) and name.isidentifier() else "answer"  # not '<lambda>'
+    # not '<lambda>'
+    return name if isinstance(name, str) and name.isidentifier() else "answer"
 
 
 def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
@@ -93,15 +104,17 @@ def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
     The checker makes fresh inputs from ``seed``: a new one per call unless given; the feedback prints it,
     and passing it back repeats the same cases.
     """
-    checker = _checks_module(exercise_id).CHECKS[exercise_id]
-    seed = secrets.randbelow(2**31) if seed is None else int(seed)
+    entry = exercise(exercise_id)
+    seed = draw_seed() if seed is None else int(seed)
+    name = _name_of(answer)
     try:
+        if isinstance(entry, Exercise):
+            verdict = run_check(entry, answer, seed)
+            return Feedback(exercise_id, verdict.ok, verdict.message, verdict.details, seed, name)
         with seeded(seed):
-            details = checker(answer)
+            details = entry(answer)
     except Wrong as wrong:
-        return Feedback(exercise_id, False, str(wrong), seed=seed, answer_name=_name_of(answer))
+        return Feedback(exercise_id, False, str(wrong), seed=seed, answer_name=name)
     if isinstance(details, str):
         details = [details]
-    return Feedback(
-        exercise_id, True, "right!", list(details or []), seed=seed, answer_name=_name_of(answer)
-    )
+    return Feedback(exercise_id, True, "right!", list(details or []), seed=seed, answer_name=name)

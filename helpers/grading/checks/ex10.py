@@ -1,106 +1,12 @@
-"""Checks for notebook 10's exercises: pooling token vectors and finding the nearest documents (numpy only)."""
+"""Notebook 10's exercises: pooling token vectors and finding the nearest documents (numpy only)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from helpers.grading.checks._common import Wrong, require_callable, rng
+from helpers.grading.examiner import Case, Exercise, Mistake, Requirement
 
-
-def _as_array(value, what: str, shape: tuple) -> np.ndarray:
-    """``value`` as a numpy array of ``shape``, else a Wrong naming ``what`` was expected and what came."""
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError) as err:
-        raise Wrong(
-            f"expected {what} as an array of shape {shape}, got {type(value).__name__}"
-        ) from err
-    if array.shape != shape:
-        raise Wrong(f"expected {what} of shape {shape}, got shape {array.shape}")
-    return array
-
-
-def _padded_batch(generator, size: int, length: int, dim: int):
-    """Random vectors [size, length, dim] and a mask whose rows hold 1..length real positions, then padding."""
-    hidden = generator.normal(size=(size, length, dim)).astype(np.float32)
-    real = generator.integers(1, length + 1, size=size)
-    # one row without padding
-    real[0] = length
-    mask = (np.arange(length)[None, :] < real[:, None]).astype(np.int64)
-    return hidden, mask
-
-
-def check_masked_mean(answer):
-    require_callable(answer, "masked_mean(hidden, mask)")
-    generator = rng(1)
-    cases = [
-        (int(generator.integers(2, 6)), int(generator.integers(5, 12)), dim) for dim in (8, 384)
-    ]
-    for size, length, dim in cases:
-        hidden, mask = _padded_batch(generator, size, length, dim)
-        got = _as_array(
-            answer(hidden.copy(), mask.copy()), f"[batch, dim] vectors for {size} rows", (size, dim)
-        )
-        if not np.isfinite(got).all():
-            raise Wrong("expected finite vectors, got NaN or infinity")
-        norms = np.linalg.norm(got, axis=1)
-        if not np.allclose(norms, 1, atol=1e-4):
-            raise Wrong(
-                f"expected vectors of length 1, got lengths from {norms.min():.3f} to {norms.max():.3f}"
-            )
-        summed = (hidden * mask[:, :, None]).sum(axis=1)
-        want = summed / np.linalg.norm(summed, axis=1, keepdims=True)
-        if not np.allclose(got, want, atol=1e-4):
-            everything = hidden.mean(axis=1)
-            everything /= np.linalg.norm(everything, axis=1, keepdims=True)
-            if np.allclose(got[1:], everything[1:], atol=1e-4):
-                raise Wrong(
-                    "expected the mean over the positions where mask is 1; yours also averages the padding"
-                )
-            rows = [int(i) for i in np.flatnonzero(~np.isclose(got, want, atol=1e-4).all(axis=1))]
-            raise Wrong(
-                f"expected the masked mean of each row; rows {rows} of a [{size}, {length}, {dim}] batch differ"
-            )
-    return [
-        f"batches {[c[:2] for c in cases]} (rows, positions) with padding, dimensions 8 and 384"
-    ]
-
-
-def check_nearest(answer):
-    require_callable(answer, "nearest(queries, documents, k)")
-    generator = rng(2)
-    cases = []
-    for n, dim, k in ((30, 16, 3), (200, 384, 5), (12, 8, 1)):
-        q = int(generator.integers(2, 6))
-        docs = generator.normal(size=(n, dim)).astype(np.float32)
-        docs /= np.linalg.norm(docs, axis=1, keepdims=True)
-        queries = generator.normal(size=(q, dim)).astype(np.float32)
-        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        got = _as_array(answer(queries.copy(), docs.copy(), k), f"[{q}, {k}] indices", (q, k))
-        if not np.issubdtype(got.dtype, np.integer):
-            raise Wrong(f"expected integer indices, got dtype {got.dtype}")
-        scores = queries @ docs.T
-        want = np.argsort(-scores, axis=1, kind="stable")[:, :k]
-        if (got == want).all():
-            cases.append((n, k))
-            continue
-        if k > 1 and (got == np.argsort(scores, axis=1, kind="stable")[:, :k]).all():
-            raise Wrong("expected the most similar documents; yours are the least similar")
-        if k > 1 and (np.sort(got, axis=1) == np.sort(want, axis=1)).all():
-            raise Wrong(
-                "expected the most similar document first; yours holds the right ones in another order"
-            )
-        raise Wrong(f"expected the {k} most similar of {n} documents for each query; yours differ")
-    return [f"{n} documents, k={k}" for n, k in cases]
-
-
-# exercise id -> checker (helpers.grading.exercises.check looks answers up here)
-CHECKS = {"10.1": check_masked_mean, "10.2": check_nearest}
-
-
-# Reference answers (a teacher's; the nbgrader source cells are generated from them)
+# --- 10.1 Pool the tokens ------------------------------------------------------------------------------------
 
 
 def masked_mean(hidden, mask):
@@ -110,6 +16,133 @@ def masked_mean(hidden, mask):
     return mean / np.linalg.norm(mean, axis=1, keepdims=True)
 
 
+def pooling_cases(rng):
+    """Padded batches of random vectors, dimensions 8 and 384, each row holding 1..length real positions."""
+    cases = []
+    for dim in (8, 384):
+        size, length = int(rng.integers(2, 6)), int(rng.integers(5, 12))
+        hidden = rng.normal(size=(size, length, dim)).astype(np.float32)
+        real = rng.integers(1, length + 1, size=size)
+        # one row without padding
+        real[0] = length
+        mask = (np.arange(length)[None, :] < real[:, None]).astype(np.int64)
+        cases.append(Case(f"a padded batch [{size}, {length}, {dim}]", (hidden, mask)))
+    return cases
+
+
+def _vectors(case, got, want):
+    shape = np.shape(want)
+    try:
+        array = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return f"expected an array of shape {shape}, got {type(got).__name__}"
+    if array.shape != shape:
+        return f"expected {shape[0]} vectors of {shape[1]} numbers, shape {shape}; got shape {array.shape}"
+    return None
+
+
+def _finite(case, got, want):
+    return None if np.isfinite(np.asarray(got, dtype=float)).all() else "got NaN or infinity"
+
+
+def _unit_length(case, got, want):
+    norms = np.linalg.norm(np.asarray(got, dtype=float), axis=1)
+    if np.allclose(norms, 1, atol=1e-4):
+        return None
+    return f"got lengths from {norms.min():.3f} to {norms.max():.3f}"
+
+
+def _rows_agree(case, got, want):
+    rows = np.flatnonzero(~np.isclose(np.asarray(got, dtype=float), want, atol=1e-4).all(axis=1))
+    return None if rows.size == 0 else f"rows {rows.tolist()} differ"
+
+
+def _plain_mean(hidden, mask):
+    mean = hidden.mean(axis=1)
+    return mean / np.linalg.norm(mean, axis=1, keepdims=True)
+
+
+def _first_token(hidden, mask):
+    return hidden[:, 0] / np.linalg.norm(hidden[:, 0], axis=1, keepdims=True)
+
+
+def _not_normalised(hidden, mask):
+    return (hidden * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+
+
+# einsum in float64, as the notebook's search program pools
+def masked_mean_with_einsum(hidden, mask):
+    weights = np.asarray(mask, dtype=np.float64)
+    mean = np.einsum("bsd,bs->bd", hidden.astype(np.float64), weights) / weights.sum(1)[:, None]
+    return (mean / np.sqrt((mean**2).sum(axis=1, keepdims=True))).astype(np.float32)
+
+
+# a Python loop over the rows, lists of vectors
+def masked_mean_row_by_row(hidden, mask):
+    out = []
+    for vectors, row_mask in zip(hidden, mask):
+        mean = vectors[row_mask.astype(bool)].mean(axis=0)
+        out.append(list(mean / np.linalg.norm(mean)))
+    return out
+
+
+POOL = Exercise(
+    id="10.1",
+    expects="your function masked_mean(hidden, mask)",
+    reference=masked_mean,
+    cases=pooling_cases,
+    requirements=[
+        Requirement("one vector per row, [batch, dim]", _vectors),
+        Requirement("finite vectors", _finite),
+        Requirement("scaled to length 1", _unit_length),
+        Requirement("the mean over the positions where mask is 1", _rows_agree),
+    ],
+    mistakes=[
+        Mistake(
+            "one row only",
+            lambda h, m: masked_mean(h, m)[:1],
+            "one vector per row of the batch",
+            "one vector per row, [batch, dim]",
+        ),
+        Mistake(
+            "the mean over the features",
+            lambda h, m: masked_mean(h.transpose(0, 2, 1), m[:, :1]),
+            "average over the positions (axis 1), not the features",
+            "one vector per row, [batch, dim]",
+        ),
+        Mistake(
+            "division by a zero norm",
+            lambda h, m: masked_mean(h, m) * np.nan,
+            "got NaN: is a norm or a count zero?",
+            "finite vectors",
+        ),
+        Mistake(
+            "not scaled",
+            _not_normalised,
+            "divide each mean by its length (np.linalg.norm over the last axis)",
+            "scaled to length 1",
+        ),
+        Mistake(
+            "padding averaged in",
+            _plain_mean,
+            "yours also averages the padding: weight each position by its mask",
+            "the mean over the positions where mask is 1",
+        ),
+        Mistake(
+            "the first position only",
+            _first_token,
+            "yours takes the first position alone; a sentence is the mean of all its real positions",
+            "the mean over the positions where mask is 1",
+        ),
+    ],
+    alternatives=[masked_mean_with_einsum, masked_mean_row_by_row],
+    setup="import numpy as np",
+)
+
+
+# --- 10.2 The nearest documents ------------------------------------------------------------------------------
+
+
 def nearest(queries, documents, k):
     """Indices [q, k] of the k documents with the highest cosine similarity to each query, highest first."""
     # unit vectors: the dot product is the cosine
@@ -117,9 +150,108 @@ def nearest(queries, documents, k):
     return np.argsort(-scores, axis=1)[:, :k]
 
 
-def solve_1(workdir: Path):
-    return masked_mean
+def _unit(rng, rows, dim):
+    vectors = rng.normal(size=(rows, dim)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def solve_2(workdir: Path):
-    return nearest
+def search_cases(rng):
+    """Unit vectors: 30 documents of 16 numbers, 200 of 384 (k from 2 to 5), 12 of 8 (k = 1)."""
+    cases = []
+    # k of 2 or more where the order can differ, and a k of 1
+    for n, dim, ks in ((30, 16, (2, 6)), (200, 384, (2, 6)), (12, 8, (1, 2))):
+        q, k = int(rng.integers(2, 6)), int(rng.integers(*ks))
+        cases.append(
+            Case(f"{q} queries, {n} documents, k={k}", (_unit(rng, q, dim), _unit(rng, n, dim), k))
+        )
+    return cases
+
+
+def _indices_shape(case, got, want):
+    try:
+        array = np.asarray(got)
+    except (TypeError, ValueError):
+        return f"expected an array of shape {np.shape(want)}, got {type(got).__name__}"
+    if array.shape != np.shape(want):
+        return f"expected [queries, k] = {list(np.shape(want))}, got shape {list(array.shape)}"
+    return None
+
+
+def _integers(case, got, want):
+    dtype = np.asarray(got).dtype
+    return None if np.issubdtype(dtype, np.integer) else f"got dtype {dtype}"
+
+
+def _same_set(case, got, want):
+    if (np.sort(np.asarray(got), axis=1) == np.sort(want, axis=1)).all():
+        return None
+    return "for some queries, yours are other documents"
+
+
+def _same_order(case, got, want):
+    return None if (np.asarray(got) == want).all() else "the right documents in another order"
+
+
+# argpartition, then the k sorted
+def nearest_with_argpartition(queries, documents, k):
+    scores = queries @ documents.T
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(scores, top, axis=1), axis=1)
+    return np.take_along_axis(top, order, axis=1)
+
+
+# cosine written out, lists of ints
+def nearest_as_lists(queries, documents, k):
+    norms = np.linalg.norm(documents, axis=1) * np.linalg.norm(queries, axis=1)[:, None]
+    cosine = (queries @ documents.T) / norms
+    return [sorted(range(len(documents)), key=lambda i: -row[i])[:k] for row in cosine]
+
+
+NEAREST = Exercise(
+    id="10.2",
+    expects="your function nearest(queries, documents, k)",
+    reference=nearest,
+    cases=search_cases,
+    requirements=[
+        Requirement("k indices per query, [q, k]", _indices_shape),
+        Requirement("integer indices", _integers),
+        Requirement("the k most similar documents", _same_set),
+        Requirement("the most similar first", _same_order),
+    ],
+    mistakes=[
+        Mistake(
+            "one too many",
+            lambda q, d, k: nearest(q, d, k + 1),
+            "keep k of them",
+            "k indices per query, [q, k]",
+        ),
+        Mistake(
+            "scores, not indices",
+            lambda q, d, k: np.sort(-(q @ d.T), axis=1)[:, :k],
+            "yours are scores: argsort gives the indices",
+            "integer indices",
+        ),
+        Mistake(
+            "the least similar",
+            lambda q, d, k: np.argsort(q @ d.T, axis=1)[:, :k],
+            "yours are the least similar: sort the scores from the highest",
+            "the k most similar documents",
+        ),
+        Mistake(
+            "the largest documents",
+            lambda q, d, k: np.tile(np.argsort(-d.sum(axis=1))[:k], (len(q), 1)),
+            "yours are the same for every query: score each document against the query",
+            "the k most similar documents",
+        ),
+        Mistake(
+            "the least similar first",
+            lambda q, d, k: nearest(q, d, k)[:, ::-1],
+            "the right documents, the least similar first",
+            "the most similar first",
+        ),
+    ],
+    alternatives=[nearest_with_argpartition, nearest_as_lists],
+    setup="import numpy as np",
+)
+
+EXERCISES = [POOL, NEAREST]

@@ -1,0 +1,239 @@
+"""One examiner for every exercise; each exercise is data around it.
+
+An exercise module (``helpers/grading/checks/exNN.py``) lists its exercises in ``EXERCISES``, each an
+:class:`Exercise`:
+
+- ``cases(rng)``: the cases it draws from the check's seed (inputs, models, files the learner never saw), each a
+  :class:`Case` holding what the answer is called with;
+- ``reference``: the teacher's answer as written (the teacher's notebook prints its source), and ``answer``, the
+  line that binds ``answer`` from it (``"answer = classify"``, ``"answer = shift_curve()"``);
+- ``requirements``: what the exercise's text states, each a :class:`Requirement` that judges the answer's result
+  on a case against the reference's and says what differs, never what was expected;
+- ``mistakes``: known wrong answers (:class:`Mistake`): a name, a wrong answer that makes it, the words the learner
+  sees, and the requirement it breaks; ``alternatives``: right answers written differently from the reference.
+
+The examiner runs the answer and the reference on the cases and judges each requirement in order. When one is not
+met, it names the known mistake whose answer behaves like the learner's on the same cases, or shows what differs.
+``tests/test_grading.py`` runs every exercise's reference, alternatives and mistakes through it: a new exercise
+needs no new test.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import secrets
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from helpers.grading.checks._common import Wrong, seeded
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: ``name`` tells the learner which (never its expected result); ``args`` go to the answer."""
+
+    name: str
+    args: tuple = ()
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class Raised:
+    """What an answer raised on a case, kept as its outcome (an answer that raises is judged like any other)."""
+
+    type: str
+    message: str
+
+    def __str__(self) -> str:
+        first = (self.message.strip().splitlines() or [""])[0][:200]
+        return f"{self.type}: {first}" if first else self.type
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A requirement the exercise's text states. ``judge(case, got, want)`` returns None when ``got`` (the
+    answer's outcome on ``case``) meets it beside ``want`` (the reference's), else what differs."""
+
+    name: str
+    judge: Callable[[Case, Any, Any], str | None]
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known mistake: a wrong ``answer`` that makes it, the ``words`` a learner who makes it sees, and the
+    requirement it ``breaks`` (by name)."""
+
+    name: str
+    answer: Any
+    words: str
+    breaks: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    # what an answer is, for a learner who passes something else ("your function classify(session, images)")
+    expects: str
+    reference: Callable
+    cases: Callable[[np.random.Generator], Sequence[Case]]
+    requirements: Sequence[Requirement]
+    mistakes: Sequence[Mistake] = ()
+    alternatives: Sequence[Any] = ()
+    # the answer cell's last line in the teacher's notebook; evaluated beside the reference to get its answer
+    answer: str = ""
+    # is this the kind of answer asked for? (default: a callable) - a message when not
+    accepts: Callable[[Any], bool] = callable
+    # an answer's outcome on a case (default: the answer called with the case's args)
+    run: Callable[[Any, Case], Any] | None = None
+    # what a right answer is told, from the cases (default: their names)
+    praise: Callable[[Sequence[Case]], list[str]] | None = None
+    # the read-only set-up the teacher's notebook runs before the answer cells (imports, files)
+    setup: str = ""
+    # pytest marks of this exercise's generic tests (e.g. "slow", "llm", "tensorflow", "solo")
+    marks: Sequence[str] = ()
+    # strings that must never appear in feedback, from the reference's outcomes (default: their numbers)
+    secrets: Callable[[Sequence[Any]], list[str]] | None = None
+    # a hand-written hint for an answer that raised and matches no known mistake (what the error text says
+    # about the answer; behaviour on cases cannot tell these apart, only the error's words can)
+    explain: Callable[[Raised, Case], str] | None = None
+
+    @property
+    def answer_line(self) -> str:
+        return self.answer or f"answer = {self.reference.__name__}"
+
+    def reference_answer(self) -> Any:
+        """The reference's answer, as the teacher's answer cell binds it."""
+        expression = self.answer_line.split("=", 1)[1].strip()
+        return eval(expression, {self.reference.__name__: self.reference})  # our own declared line
+
+    def outcome(self, answer: Any, case: Case) -> Any:
+        """What ``answer`` gives on ``case``, or what it raised (a :class:`Raised`)."""
+        try:
+            if self.run is not None:
+                return self.run(answer, case)
+            return answer(*case.args)
+        except Wrong:
+            raise
+        except (
+            Exception
+        ) as err:  # whatever the learner's code raises is an outcome to judge and report
+            return Raised(type(err).__name__, str(err))
+
+
+@dataclass
+class Verdict:
+    """What the examiner found: ``ok``, the message, and details (which cases, what they showed)."""
+
+    ok: bool
+    message: str
+    details: list[str] = field(default_factory=list)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Two outcomes behave alike: the same exception type, or equal values (floats within 1e-6)."""
+    if isinstance(a, Raised) or isinstance(b, Raised):
+        return isinstance(a, Raised) and isinstance(b, Raised) and a.type == b.type
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+    except (TypeError, ValueError):
+        return a == b
+    if x.dtype == object or y.dtype == object:
+        return bool(a == b) if not isinstance(a, (list, tuple)) else _same_items(a, b)
+    if x.shape != y.shape:
+        return False
+    if x.dtype.kind in "fc" or y.dtype.kind in "fc":
+        return bool(np.allclose(x, y, rtol=1e-6, atol=1e-6, equal_nan=True))
+    return bool(np.array_equal(x, y))
+
+
+def _same_items(a, b) -> bool:
+    if not isinstance(b, (list, tuple)) or len(a) != len(b):
+        return False
+    return all(same(x, y) for x, y in zip(a, b))
+
+
+def numbers_in(value: Any) -> list[str]:
+    """How a number of ``value`` could be printed (for the no-leak rule): each float as 0.9812, 98.1%, ..."""
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in numbers_in(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in numbers_in(item)]
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
+        v = float(value)
+        if not math.isfinite(v) or v == 0:
+            return []
+        return [f"{v:.1%}", f"{v:.2%}", f"{v:.3f}", f"{v:.4f}", f"{100 * v:.1f}"]
+    return []
+
+
+def examine(exercise: Exercise, answer: Any, rng: np.random.Generator) -> Verdict:
+    """Judge ``answer`` on ``exercise``'s cases drawn from ``rng``."""
+    if not exercise.accepts(answer):
+        return Verdict(False, f"expected {exercise.expects}, got {type(answer).__name__}")
+    cases = list(exercise.cases(rng))
+    reference = None
+    got, want = [], []
+    for case in cases:
+        got.append(exercise.outcome(answer, case))
+        if reference is None:
+            reference = exercise.reference_answer()
+        want.append(exercise.outcome(reference, case))
+    for case, mine in zip(cases, got):
+        if isinstance(mine, Raised):
+            mistake = _known_mistake(exercise, cases, got, None)
+            if mistake:
+                return Verdict(False, f"{mistake.breaks}: {mistake.words}", [f"on {case.name}"])
+            hint = exercise.explain(mine, case) if exercise.explain else ""
+            message = f"on {case.name}, your answer raised {mine}"
+            return Verdict(False, message + (f" ({hint})" if hint else ""))
+    for requirement in exercise.requirements:
+        for case, mine, right in zip(cases, got, want):
+            if isinstance(right, Raised):  # an examiner bug, never the learner's
+                raise RuntimeError(f"{exercise.id}'s reference raised {right} on {case.name}")
+            differs = requirement.judge(case, mine, right)
+            if differs is None:
+                continue
+            mistake = _known_mistake(exercise, cases, got, requirement)
+            words = mistake.words if mistake else differs
+            return Verdict(False, f"{requirement.name}: {words}", [f"on {case.name}"])
+    praise = exercise.praise(cases) if exercise.praise else [case.name for case in cases]
+    return Verdict(True, "right!", praise)
+
+
+def _known_mistake(
+    exercise: Exercise, cases: list[Case], got: list, requirement: Requirement | None
+) -> Mistake | None:
+    """The known mistake whose answer gives what the learner's gave on every case (the broken requirement's
+    own mistakes first)."""
+    name = requirement.name if requirement else None
+    ordered = sorted(exercise.mistakes, key=lambda m: m.breaks != name)
+    for mistake in ordered:
+        theirs = [exercise.outcome(mistake.answer, case) for case in cases]
+        if all(same(a, b) for a, b in zip(got, theirs)):
+            return mistake
+    return None
+
+
+def draw_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def run_check(exercise: Exercise, answer: Any, seed: int) -> Verdict:
+    """``examine`` with the cases of ``seed`` (older helpers read the seed through ``_common.rng``)."""
+    with seeded(seed):
+        return examine(exercise, answer, np.random.default_rng(seed))
+
+
+def expected_outcomes(exercise: Exercise, seed: int) -> list:
+    """The reference's outcomes on the cases of ``seed`` (what feedback must never show)."""
+    with seeded(seed):
+        cases = exercise.cases(np.random.default_rng(seed))
+        reference = exercise.reference_answer()
+        return [exercise.outcome(reference, case) for case in cases]
