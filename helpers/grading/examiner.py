@@ -20,10 +20,14 @@ needs no new test.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import numbers
 import secrets
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -64,12 +68,18 @@ class Requirement:
 @dataclass(frozen=True)
 class Mistake:
     """A known mistake: a wrong ``answer`` that makes it, the ``words`` a learner who makes it sees, and the
-    requirement it ``breaks`` (by name)."""
+    requirement it ``breaks`` (by name).
+
+    The examiner names it when the learner's outcomes are those of ``answer`` on every case. Where running
+    ``answer`` during a check costs too much (training a model), ``spots(cases, outcomes)`` tells it from the
+    learner's outcomes instead: a hand-written test, to be justified beside it; the generic test still runs
+    ``answer`` and wants these words."""
 
     name: str
     answer: Any
     words: str
     breaks: str
+    spots: Callable[[Sequence[Case], Sequence[Any]], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,11 @@ class Exercise:
     marks: Sequence[str] = ()
     # strings that must never appear in feedback, from the reference's outcomes (default: their numbers)
     secrets: Callable[[Sequence[Any]], list[str]] | None = None
+    # two outcomes behave alike (how a known mistake is recognised); default: ``same``
+    alike: Callable[[Any, Any], bool] | None = None
+    # True: the requirements judge the answer's outcome alone (``want`` is None) and the reference is not run
+    # during a check (say why beside it, e.g. training it would double the check's time)
+    judged_alone: bool = False
     # a hand-written hint for an answer that raised and matches no known mistake (what the error text says
     # about the answer; behaviour on cases cannot tell these apart, only the error's words can)
     explain: Callable[[Raised, Case], str] | None = None
@@ -178,13 +193,12 @@ def examine(exercise: Exercise, answer: Any, rng: np.random.Generator) -> Verdic
     if not exercise.accepts(answer):
         return Verdict(False, f"expected {exercise.expects}, got {type(answer).__name__}")
     cases = list(exercise.cases(rng))
-    reference = None
-    got, want = [], []
-    for case in cases:
-        got.append(exercise.outcome(answer, case))
-        if reference is None:
-            reference = exercise.reference_answer()
-        want.append(exercise.outcome(reference, case))
+    got = [exercise.outcome(answer, case) for case in cases]
+    if exercise.judged_alone:
+        want = [None] * len(cases)
+    else:
+        reference = exercise.reference_answer()
+        want = [exercise.outcome(reference, case) for case in cases]
     for case, mine in zip(cases, got):
         if isinstance(mine, Raised):
             mistake = _known_mistake(exercise, cases, got, None)
@@ -213,10 +227,15 @@ def _known_mistake(
     """The known mistake whose answer gives what the learner's gave on every case (the broken requirement's
     own mistakes first)."""
     name = requirement.name if requirement else None
+    alike = exercise.alike or same
     ordered = sorted(exercise.mistakes, key=lambda m: m.breaks != name)
     for mistake in ordered:
+        if mistake.spots is not None:
+            if mistake.spots(cases, got):
+                return mistake
+            continue
         theirs = [exercise.outcome(mistake.answer, case) for case in cases]
-        if all(same(a, b) for a, b in zip(got, theirs)):
+        if all(alike(a, b) for a, b in zip(got, theirs)):
             return mistake
     return None
 
@@ -225,15 +244,45 @@ def draw_seed() -> int:
     return secrets.randbelow(2**31)
 
 
+_WORKDIR: contextvars.ContextVar[Path] = contextvars.ContextVar("exercise_workdir")
+
+
+def workdir() -> Path:
+    """The running check's own temporary folder (removed when the check ends), for the files its cases and
+    runs write; a fresh sub-folder per call of ``fresh_folder``."""
+    try:
+        return _WORKDIR.get()
+    except LookupError:
+        raise RuntimeError(
+            "no check is running: call it through helpers.grading.exercises.check"
+        ) from None
+
+
+def fresh_folder(prefix: str = "run-") -> Path:
+    """A new empty folder inside the check's ``workdir()`` (an answer's files never meet another's)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=workdir()))
+
+
+@contextmanager
+def checking(seed: int):
+    """While a check of ``seed`` runs: its seed (older helpers read it through ``_common.rng``) and folder."""
+    with seeded(seed), tempfile.TemporaryDirectory(prefix="check-") as folder:
+        token = _WORKDIR.set(Path(folder))
+        try:
+            yield np.random.default_rng(seed)
+        finally:
+            _WORKDIR.reset(token)
+
+
 def run_check(exercise: Exercise, answer: Any, seed: int) -> Verdict:
-    """``examine`` with the cases of ``seed`` (older helpers read the seed through ``_common.rng``)."""
-    with seeded(seed):
-        return examine(exercise, answer, np.random.default_rng(seed))
+    """``examine`` on the cases of ``seed``."""
+    with checking(seed) as rng:
+        return examine(exercise, answer, rng)
 
 
 def expected_outcomes(exercise: Exercise, seed: int) -> list:
     """The reference's outcomes on the cases of ``seed`` (what feedback must never show)."""
-    with seeded(seed):
-        cases = exercise.cases(np.random.default_rng(seed))
+    with checking(seed) as rng:
+        cases = exercise.cases(rng)
         reference = exercise.reference_answer()
         return [exercise.outcome(reference, case) for case in cases]
