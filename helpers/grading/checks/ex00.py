@@ -266,7 +266,10 @@ def _classifier_secrets(outcomes):
 
 
 def _file_hint(raised: Raised, case: Case) -> str:
-    return "pass the ModelProto itself, or the path of an .onnx file onnx.load reads"
+    """For a path onnx.load cannot read: what 00.1 takes instead."""
+    if raised.type in ("FileNotFoundError", "IsADirectoryError", "DecodeError", "PermissionError"):
+        return "pass the ModelProto itself, or the path of an .onnx file onnx.load reads"
+    return ""
 
 
 def classifier(
