@@ -3,16 +3,17 @@
 ``python -m helpers.grading.classroom generate --course classroom`` writes ``source/<notebook>/<notebook>.ipynb``
 for nbgrader (TEACHING.md has the teacher's other commands). Per exercise ``NN.K`` an assignment holds:
 
-- the exercise's text from the notebook's "## Exercises" list, and the line saying the answer goes in ``answer``;
-- an answer cell: ``answer = None`` (a cell that fails leaves None, never an earlier exercise's answer), then
-  the reference answer between nbgrader's solution markers, generated from the checks module (``solve_K`` and
-  the module-level imports, functions, classes and constants it uses, found by AST) and ending in
-  ``answer = solve_K(Path.cwd())``; ``nbgrader generate_assignment`` leaves learners a stub in its place;
-- an autograder cell worth ``POINTS``: ``check("NN.K", answer)``, the learner's own checker, its words printed.
+- the exercise's text from the notebook's "## Exercises" list, and the line naming its answer variable
+  ``answer_NN_K`` (its own name: a cell that fails never hands another exercise's answer on);
+- an answer cell: ``answer_NN_K = None``, then the exercise's reference as written in its module, between
+  nbgrader's solution markers; ``nbgrader generate_assignment`` leaves learners a stub in its place;
+- a read-only check cell, ``feedback_NN_K = graded("NN.K", answer_NN_K)``: the learner's own checker, its
+  verdict printed first;
+- one read-only graded cell per stated requirement, worth ``POINTS``: it passes when the answer meets that
+  requirement on the check's cases, and its assertion says why not.
 
-Before the exercises, one read-only set-up cell: ``check``'s import and the statements of the notebook's
-"## Setup" cells that bind a name the exercises use (a name in the code of their text, or one their references
-import), with the set-up statements those need; the rest of the notebook stays out.
+Before the exercises, one read-only set-up cell: the set-up each exercise declares (``Exercise.setup``), and
+``check``'s import.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import argparse
 import ast
 import builtins
 import contextlib
+import csv
 import importlib.util
 import inspect
+import io
 import logging
 import os
 import re
@@ -43,14 +46,39 @@ from helpers.grading.examiner import Exercise
 COURSE_TEMPLATE = (
     REPO_ROOT / "classroom"
 )  # nbgrader_config.py; what nbgrader writes beside it is git-ignored
-POINTS = 1  # per exercise
+POINTS = 1  # per stated requirement: one graded cell each
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
-# first line of an answer cell, outside the markers: a cell that fails leaves None, never an earlier answer
-ANSWER_RESET = "answer = None"
 ANSWER_LINE = (
-    "Leave your answer, what you would pass to `check`, in a variable named `answer`: the cell after yours "
-    'grades it with `check("{eid}", answer)`.'
+    "Leave your answer, what you would pass to `check`, in a variable named `{name}`: the cells after yours "
+    'check it with `check("{eid}", {name})`, a point for each requirement it meets.'
 )
+# lines of what a learner's code prints while checked, shown under the verdict (nbgrader cuts a cell's output
+# at 1,000 lines; the verdict comes first, and each requirement's words are in its own cell's assertion)
+SHOWN_LINES = 20
+
+
+def answer_name(exercise_id: str) -> str:
+    """Each exercise's own answer variable: a failed cell never hands another exercise's answer on."""
+    return f"answer_{exercise_id.replace('.', '_')}"
+
+
+def graded(exercise_id: str, answer: Any):
+    """``check(exercise_id, answer)`` as an assignment's check cell runs it: nothing to stderr (nbgrader gives
+    0 to a graded cell that writes there), the verdict printed first, then at most ``SHOWN_LINES`` of what the
+    learner's code printed meanwhile. Returns the feedback, which the graded cells read."""
+    printed = io.StringIO()
+    with (
+        stderr_to_stdout(),
+        contextlib.redirect_stdout(printed),
+        contextlib.redirect_stderr(printed),
+    ):
+        feedback = exercises.check(exercise_id, answer)
+    print(feedback)
+    lines = printed.getvalue().splitlines()
+    if lines:
+        print(f"\nyour code printed {len(lines)} lines while checked; the first {SHOWN_LINES}:")
+        print("\n".join(lines[:SHOWN_LINES]))
+    return feedback
 
 
 def reference_function(exercise_id: str) -> Callable[[Path], Any]:
@@ -290,15 +318,27 @@ def stderr_to_stdout():
         os.close(saved)
 
 
-def autograder_code(exercise_id: str) -> str:
-    return (
-        "from helpers.grading.classroom import stderr_to_stdout\n"
-        "from helpers.grading.exercises import check\n\n"
-        "with stderr_to_stdout():  # nbgrader gives 0 to a graded cell that writes to stderr\n"
-        f'    feedback = check("{exercise_id}", answer)\n'
-        "print(feedback)\n"
-        f'assert feedback.ok, "exercise {exercise_id} is not right yet: the lines above say why"'
-    )
+def check_code(exercise_id: str) -> str:
+    """The locked cell after an answer: runs its check once, keeps the feedback for the graded cells."""
+    return f'feedback_{exercise_id.replace(".", "_")} = graded("{exercise_id}", {answer_name(exercise_id)})'
+
+
+def requirement_code(exercise_id: str, requirement: str) -> str:
+    """A graded cell worth ``POINTS``: the requirement met, or an AssertionError holding the checker's words
+    (nbgrader keeps an assertion's message, in ``validate`` and on the feedback page)."""
+    feedback = f"feedback_{exercise_id.replace('.', '_')}"
+    return f"requirement = {requirement!r}\nassert {feedback}.met(requirement), {feedback}.why(requirement)"
+
+
+def answer_code(exercise_id: str) -> str:
+    """The answer cell: its variable reset (a cell that fails leaves None), the reference between the markers."""
+    name = answer_name(exercise_id)
+    code = reference_code(exercise_id)
+    body, _, last = code.rpartition("\n")
+    if not last.startswith("answer = "):
+        raise ValueError(f"{exercise_id}: the reference's last line binds no answer: {last!r}")
+    code = f"{body}\n{name} = {last.removeprefix('answer = ')}"
+    return f"{name} = None\n{BEGIN}\n{code}\n{END}"
 
 
 def assignment_notebook(path: Path) -> nbformat.NotebookNode:
@@ -320,14 +360,21 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
             *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
         )
         setup_code = setup_statements(notebook, wanted)
-    setup = "\n".join([*setup_code, "from helpers.grading.exercises import check"])
+    setup = "\n".join(
+        [
+            *setup_code,
+            "from helpers.grading.classroom import graded",
+            "from helpers.grading.exercises import check",
+        ]
+    )
     title = notebook.cells[0].source.splitlines()[0].lstrip("# ")
     cells = [
         nbformat.v4.new_markdown_cell(
             f"# {title}: exercises\n\n"
             f"The exercises of notebook `{path.name}`. Write each answer in the cell under its text, leaving it in "
-            "`answer`; the cell after yours runs `check` on it, which says what is right or what is still wrong "
-            "(run it as often as you like). Run the set-up cell first.",
+            "the variable the text names; the cell after yours runs `check` on it, which says what is right or "
+            "what is still wrong, and the cells after that give a point for each requirement met (run them as "
+            "often as you like). Run the set-up cell first.",
             id="title",
             metadata=_nbgrader("title", locked=True),
         ),
@@ -337,21 +384,29 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
         slug = eid.replace(".", "_")
         cells += [
             nbformat.v4.new_markdown_cell(
-                f"## Exercise {eid}\n\n{text}\n\n{ANSWER_LINE.format(eid=eid)}",
+                f"## Exercise {eid}\n\n{text}\n\n{ANSWER_LINE.format(eid=eid, name=answer_name(eid))}",
                 id=f"text-{slug}",
                 metadata=_nbgrader(f"text_{slug}", locked=True),
             ),
             nbformat.v4.new_code_cell(
-                f"{ANSWER_RESET}\n{BEGIN}\n{answers[eid]}\n{END}",
+                answer_code(eid),
                 id=f"answer-{slug}",
                 metadata=_nbgrader(f"answer_{slug}", solution=True),
             ),
             nbformat.v4.new_code_cell(
-                autograder_code(eid),
+                check_code(eid),
                 id=f"check-{slug}",
-                metadata=_nbgrader(f"check_{slug}", grade=True, locked=True),
+                metadata=_nbgrader(f"check_{slug}", locked=True),
             ),
         ]
+        for k, requirement in enumerate(exercises.requirements(eid), start=1):
+            cells.append(
+                nbformat.v4.new_code_cell(
+                    requirement_code(eid, requirement),
+                    id=f"grade-{slug}-{k}",
+                    metadata=_nbgrader(f"grade_{slug}_{k}", grade=True, locked=True),
+                )
+            )
     return nbformat.v4.new_notebook(
         cells=cells,
         metadata={
@@ -454,6 +509,39 @@ def timings(course: Path) -> dict[str, dict[str, float]]:
     }
 
 
+def exercise_scores(course: Path) -> list[dict]:
+    """One row per learner, assignment and exercise from the gradebook: the points of its requirement cells
+    (``grade_NN_K_R``) added up, and the most it could have earned."""
+    from nbgrader.api import Gradebook
+
+    rows: dict[tuple, dict] = {}
+    with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}") as gradebook:
+        for assignment in gradebook.assignments:
+            for student in gradebook.students:
+                try:
+                    submission = gradebook.find_submission(assignment.name, student.id)
+                except Exception:  # nbgrader's MissingEntry: this learner handed nothing in
+                    continue
+                for notebook in submission.notebooks:
+                    for grade in notebook.grades:
+                        match = re.fullmatch(r"grade_(\d\d)_(\d+)_\d+", grade.name)
+                        if not match:
+                            continue
+                        exercise_id = f"{match[1]}.{match[2]}"
+                        key = (student.id, assignment.name, exercise_id)
+                        row = rows.setdefault(
+                            key,
+                            dict(
+                                zip(("student_id", "assignment", "exercise"), key),
+                                score=0.0,
+                                max_score=0.0,
+                            ),
+                        )
+                        row["score"] += grade.score or 0.0
+                        row["max_score"] += grade.max_score
+    return [rows[key] for key in sorted(rows)]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m helpers.grading.classroom", description=__doc__
@@ -464,10 +552,20 @@ def main(argv: list[str] | None = None) -> None:
     gen.add_argument("numbers", nargs="*", help="notebook numbers (default: all with exercises)")
     times = commands.add_parser("timings", help="seconds per autograded cell, slowest first")
     times.add_argument("--course", type=Path, default=COURSE_TEMPLATE, help="the course folder")
+    scores = commands.add_parser("scores", help="points per learner and exercise, as CSV on stdout")
+    scores.add_argument("--course", type=Path, default=COURSE_TEMPLATE, help="the course folder")
     args = parser.parse_args(argv)
     if args.command == "generate":
         for assignment in generate(args.course, args.numbers):
             print(args.course / "source" / assignment / f"{assignment}.ipynb")
+        return
+    if args.command == "scores":
+        rows = exercise_scores(args.course)
+        writer = csv.DictWriter(
+            sys.stdout, ["student_id", "assignment", "exercise", "score", "max_score"]
+        )
+        writer.writeheader()
+        writer.writerows(rows)
         return
     rows = [
         (seconds, f"{name}: {cell}")

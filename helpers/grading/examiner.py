@@ -140,11 +140,13 @@ class Exercise:
 
 @dataclass
 class Verdict:
-    """What the examiner found: ``ok``, the message, and details (which cases, what they showed)."""
+    """What the examiner found: ``ok``, the message, details (which cases, what they showed), and ``unmet``:
+    each stated requirement not met, with what the learner is told of it (for a point per requirement)."""
 
     ok: bool
     message: str
     details: list[str] = field(default_factory=list)
+    unmet: dict[str, str] = field(default_factory=dict)
 
 
 def same(a: Any, b: Any) -> bool:
@@ -189,34 +191,55 @@ def numbers_in(value: Any) -> list[str]:
 
 
 def examine(exercise: Exercise, answer: Any, rng: np.random.Generator) -> Verdict:
-    """Judge ``answer`` on ``exercise``'s cases drawn from ``rng``."""
+    """Judge ``answer`` on ``exercise``'s cases drawn from ``rng``: every requirement, each on every case.
+
+    The message is about the first requirement not met (in the order the exercise states them), naming the
+    known mistake the answer behaves like; an answer of the wrong kind, or one that raises, meets none."""
+    names = [requirement.name for requirement in exercise.requirements]
     if not exercise.accepts(answer):
-        return Verdict(False, f"expected {exercise.expects}, got {type(answer).__name__}")
+        message = f"expected {exercise.expects}, got {type(answer).__name__}"
+        return Verdict(False, message, unmet=dict.fromkeys(names, message))
     cases = list(exercise.cases(rng))
     got = [exercise.outcome(answer, case) for case in cases]
+    for case, mine in zip(cases, got):
+        if isinstance(mine, Raised):
+            mistake = _known_mistake(exercise, cases, got, None)
+            if mistake:
+                message = f"{mistake.breaks}: {mistake.words}"
+                return Verdict(False, message, [f"on {case.name}"], dict.fromkeys(names, message))
+            hint = exercise.explain(mine, case) if exercise.explain else ""
+            message = f"on {case.name}, your answer raised {mine}" + (f" ({hint})" if hint else "")
+            return Verdict(False, message, unmet=dict.fromkeys(names, message))
     if exercise.judged_alone:
         want = [None] * len(cases)
     else:
         reference = exercise.reference_answer()
         want = [exercise.outcome(reference, case) for case in cases]
-    for case, mine in zip(cases, got):
-        if isinstance(mine, Raised):
-            mistake = _known_mistake(exercise, cases, got, None)
-            if mistake:
-                return Verdict(False, f"{mistake.breaks}: {mistake.words}", [f"on {case.name}"])
-            hint = exercise.explain(mine, case) if exercise.explain else ""
-            message = f"on {case.name}, your answer raised {mine}"
-            return Verdict(False, message + (f" ({hint})" if hint else ""))
-    for requirement in exercise.requirements:
-        for case, mine, right in zip(cases, got, want):
+        for case, right in zip(cases, want):
             if isinstance(right, Raised):  # an examiner bug, never the learner's
                 raise RuntimeError(f"{exercise.id}'s reference raised {right} on {case.name}")
-            differs = requirement.judge(case, mine, right)
-            if differs is None:
-                continue
-            mistake = _known_mistake(exercise, cases, got, requirement)
-            words = mistake.words if mistake else differs
-            return Verdict(False, f"{requirement.name}: {words}", [f"on {case.name}"])
+    unmet: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for requirement in exercise.requirements:
+        for case, mine, right in zip(cases, got, want):
+            try:
+                differs = requirement.judge(case, mine, right)
+            except Exception:
+                if (
+                    not unmet
+                ):  # a judge that fails on an answer meeting what comes before it: our bug
+                    raise
+                differs = f"not judged, as {next(iter(unmet))!r} is not met"
+            if differs is not None:
+                if not unmet:
+                    mistake = _known_mistake(exercise, cases, got, requirement)
+                    differs = mistake.words if mistake else differs
+                unmet[requirement.name], where[requirement.name] = differs, case.name
+                break
+    if unmet:
+        first = next(iter(unmet))
+        others = [f"also not met: {name}" for name in list(unmet)[1:]]
+        return Verdict(False, f"{first}: {unmet[first]}", [f"on {where[first]}", *others], unmet)
     praise = exercise.praise(cases) if exercise.praise else [case.name for case in cases]
     return Verdict(True, "right!", praise)
 

@@ -11,6 +11,7 @@ import functools
 import importlib
 import pkgutil
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -56,6 +57,14 @@ def exercise(exercise_id: str) -> Exercise | Callable:
     return known[exercise_id]
 
 
+def requirements(exercise_id: str) -> list[str]:
+    """The requirements ``exercise_id`` states, a point each when graded (an older check: one, the check)."""
+    entry = exercise(exercise_id)
+    if isinstance(entry, Exercise):
+        return [requirement.name for requirement in entry.requirements]
+    return [f"exercise {exercise_id}"]
+
+
 def reference(exercise_id: str) -> Callable[[Path], Any]:
     """An older module's ``solve_K(workdir)`` for ``exercise_id``."""
     module = check_modules()[exercise_id.split(".")[0]]
@@ -70,9 +79,23 @@ class Feedback:
     details: list[str] = field(default_factory=list)
     seed: int | None = None
     answer_name: str = "answer"
+    # each stated requirement not met -> what the learner is told of it
+    unmet: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return self.ok
+
+    def met(self, requirement: str) -> bool:
+        """Is ``requirement`` (one the exercise states) met? A check with no requirements of its own: is it
+        right."""
+        return requirement not in self.unmet and (self.ok or bool(self.unmet))
+
+    def why(self, requirement: str) -> str:
+        """What the learner is told of ``requirement``, in lines nbgrader's ``validate`` shows whole (it cuts
+        each line at 87 characters)."""
+        words = self.unmet.get(requirement, self.message)
+        lines = textwrap.wrap(f"{requirement}: {words}", width=76)
+        return "\n".join([f"exercise {self.exercise}, not met yet:", *lines])
 
     def _lines(self) -> list[str]:
         if self.seed is None:
@@ -110,7 +133,9 @@ def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
     try:
         if isinstance(entry, Exercise):
             verdict = run_check(entry, answer, seed)
-            return Feedback(exercise_id, verdict.ok, verdict.message, verdict.details, seed, name)
+            return Feedback(
+                exercise_id, verdict.ok, verdict.message, verdict.details, seed, name, verdict.unmet
+            )
         with seeded(seed):
             details = entry(answer)
     except Wrong as wrong:
