@@ -1,5 +1,5 @@
 """nbgrader's formgrader, opened from JupyterLab's Nbgrader menu in headless Chromium, on a graded class of
-assignment 00: its Manage Students table shows each learner and score; saves
+assignment 10: its Manage Students table shows each learner and score; saves
 ``artifacts/screenshots/formgrader.png``; skipped, saying why, without Chromium.
 """
 
@@ -11,27 +11,26 @@ import time
 
 import nbformat
 import pytest
-from test_classroom import ASSIGNMENT, NOTEBOOK, submission, the_class
+from test_classroom import ASSIGNMENT, EXERCISES, NOTEBOOK, submission, the_class
 from test_jupyterlab_browser import running_lab, screenshot
 
 from helpers.grading import classroom
-from helpers.pipeline.artifacts import built_artifact
+from helpers.grading.exercises import requirements
 
 LEARNERS = (
     "ada",
     "bob",
     "cy",
     "dee",
-)  # right, wrong, empty, raising (the class proof has them all)
+)  # right, one requirement broken in each, empty, raising (the class proof has them all)
 PAGE_TIMEOUT_S = 90
 
 
 @pytest.fixture
 def graded_course(tmp_path):
-    """A course whose assignment 00 is released, submitted by ``LEARNERS`` and autograded; their totals."""
-    built_artifact("mnist_mlp_pytorch.onnx")  # exercise 00.2's check reads it
+    """A course whose assignment 10 is released, submitted by ``LEARNERS`` and autograded; their totals."""
     course = tmp_path / "course"
-    classroom.generate(course, ["00"])
+    classroom.generate(course, [ASSIGNMENT[:2]])
     classroom.nbgrader(course, "generate_assignment", ASSIGNMENT)
     source = nbformat.read(course / "source" / ASSIGNMENT / NOTEBOOK, as_version=4)
     release = nbformat.read(course / "release" / ASSIGNMENT / NOTEBOOK, as_version=4)
@@ -95,6 +94,7 @@ def test_the_formgrader_shows_each_learner_and_score(browser, lab, graded_course
     from selenium.webdriver.common.by import By
 
     _, totals = graded_course
+    most = sum(len(requirements(e)) for e in EXERCISES)
     browser.get(f"{lab['base']}/lab?token={lab['token']}")
 
     def menu_item(label):
@@ -128,8 +128,8 @@ def test_the_formgrader_shows_each_learner_and_score(browser, lab, graded_course
     )
     print("formgrader's Manage Students table:\n" + "\n".join(rows.values()))
     for learner, total in totals.items():
-        assert f"{total:g} / 3" in rows[learner], (
-            f"{learner}: expected {total:g} / 3 in {rows[learner]!r}"
+        assert f"{total:g} / {most}" in rows[learner], (
+            f"{learner}: expected {total:g} / {most} in {rows[learner]!r}"
         )
     browser.switch_to.default_content()
     path = screenshot(browser, "formgrader.png")

@@ -512,7 +512,7 @@ def timings(course: Path) -> dict[str, dict[str, float]]:
 def exercise_scores(course: Path) -> list[dict]:
     """One row per learner, assignment and exercise from the gradebook: the points of its requirement cells
     (``grade_NN_K_R``) added up, and the most it could have earned."""
-    from nbgrader.api import Gradebook
+    from nbgrader.api import Gradebook, MissingEntry
 
     rows: dict[tuple, dict] = {}
     with Gradebook(f"sqlite:///{Path(course).resolve() / 'gradebook.db'}") as gradebook:
@@ -520,7 +520,7 @@ def exercise_scores(course: Path) -> list[dict]:
             for student in gradebook.students:
                 try:
                     submission = gradebook.find_submission(assignment.name, student.id)
-                except Exception:  # nbgrader's MissingEntry: this learner handed nothing in
+                except MissingEntry:  # this learner handed nothing in
                     continue
                 for notebook in submission.notebooks:
                     for grade in notebook.grades:
