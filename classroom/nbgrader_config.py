@@ -22,7 +22,7 @@ c.FileNameCollectorPlugin.named_regexp = (
 # Seconds per cell when autograding: a cell that runs longer is interrupted and scores 0 (the learner's next
 # cells and the rest of the class are still graded). The slowest cell of the ten teacher's versions is
 # check_02_1 (it trains 02.1's CNN on the training digits): about a minute on a busy 2-core machine (measured
-# by tests/test_classroom.py::test_every_source_version_autogrades_to_full_marks, read back with
+# by tests/test_classroom.py::test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks, read back with
 # `python -m helpers.grading.classroom timings`). A learner gets 4 times that: a slower right answer, a
 # busier machine.
 SLOWEST_REFERENCE_S = 70

@@ -6,8 +6,8 @@ given feedback and exported. Each exercise gives a point per requirement its tex
 breaks one requirement keeps the others' points; each learner's points per exercise are read from the gradebook
 with ``python -m helpers.grading.classroom scores``. Also: ``nbgrader validate`` and the feedback pages carry the
 checker's words, the release files hold none of the references' code, which the source files do hold, and every
-assignment's source version autogrades to full marks (slow: run once, see
-``test_every_source_version_autogrades_to_full_marks``).
+assignment's release with the references pasted in autogrades to full marks (slow: run once, see
+``test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import csv
 import html
 import io
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -349,14 +348,20 @@ def assignment_marks(number: str) -> list:
         if any(e.startswith(p.name[:2] + ".") for e in all_exercises())
     ],
 )
-def test_every_source_version_autogrades_to_full_marks(number, tmp_path):
-    """The teacher's version, submitted as a learner's, autogrades to full marks with the class timeout."""
+def test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks(number, tmp_path):
+    """Each assignment's release, its stubs replaced by the references (as a learner who gets everything right
+    hands it in), autogrades to full marks from nbgrader's own folders with the class timeout: the set-up cell
+    holds all its exercises need."""
     course = tmp_path / "course"
     (assignment,) = classroom.generate(course, [number])
     classroom.nbgrader(course, "generate_assignment", assignment)
+    source = nbformat.read(course / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+    release = nbformat.read(course / "release" / assignment / f"{assignment}.ipynb", as_version=4)
     submitted = course / "submitted" / "teacher" / assignment
     submitted.mkdir(parents=True)
-    shutil.copy(course / "source" / assignment / f"{assignment}.ipynb", submitted)
+    nbformat.write(
+        submission(release, classroom.solutions(source)), submitted / f"{assignment}.ipynb"
+    )
     t0 = time.monotonic()
     classroom.nbgrader(course, "autograde", assignment)
     cells = classroom.timings(course)[f"teacher/{assignment}"]
