@@ -263,9 +263,8 @@ def plan(root: Path = REPO_ROOT) -> dict[Path, tuple[str, str]]:
             readme[:start] + readme_table(entries, rel) + readme[end + len(TABLE_END) :],
         )
     }
-    headings = re.findall(
-        r"^##+ (.*)$", readme[:start], re.M
-    )  # the Contents link: the heading above the table
+    # the Contents link: the heading above the table
+    headings = re.findall(r"^##+ (.*)$", readme[:start], re.M)
     anchor = (
         "#" + re.sub(r"\s", "-", re.sub(r"[^\w\- ]", "", headings[-1].strip().lower()))
         if headings

@@ -37,17 +37,15 @@ TYPES = {
 
 def default_models() -> list[dict]:
     """The picker's list: ``artifacts/web_models.json`` if notebook 04 wrote it, else the fp32 files present."""
-    listed = (
-        artifacts_dir() / "web_models.json"
-    )  # written by notebook 04: the files that ran in ONNX Runtime Web
+    # written by notebook 04: the files that ran in ONNX Runtime Web
+    listed = artifacts_dir() / "web_models.json"
     models = (
         json.loads(listed.read_text())
         if listed.is_file()
         else [{"label": label, "file": name} for label, name in FP32_MODELS]
     )
-    return [
-        m for m in models if (artifacts_dir() / m["file"]).is_file()
-    ]  # files deleted since are left out
+    # files deleted since are left out
+    return [m for m in models if (artifacts_dir() / m["file"]).is_file()]
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -43,13 +43,11 @@ def test_probe_weight_is_at_least_twice_the_cache(llc, least):
 def test_bytes_counted_and_every_thread_count_honoured(monkeypatch):
     """A fake clock advancing 5 ms per call: every reading is then exactly weight bytes / 5 ms."""
     monkeypatch.setattr(bandwidth, "MIN_WEIGHT_BYTES", 2**20)
-    monkeypatch.setattr(
-        bandwidth, "last_level_cache_bytes", lambda: 3 * 2**20
-    )  # a 3 MiB cache -> 6 MiB weight
+    # a 3 MiB cache -> 6 MiB weight
+    monkeypatch.setattr(bandwidth, "last_level_cache_bytes", lambda: 3 * 2**20)
     ticks = itertools.count()
-    monkeypatch.setattr(
-        bandwidth.time, "perf_counter", lambda: next(ticks) * 0.005
-    )  # two calls per reading
+    # two calls per reading
+    monkeypatch.setattr(bandwidth.time, "perf_counter", lambda: next(ticks) * 0.005)
     made = []
     real_session = bandwidth.engine_session
 

@@ -66,9 +66,8 @@ def samples(tmp_path_factory):
         files.append(f"digit_{i:02d}_{mode.replace(';', '')}.png")
         pil.save(folder / files[-1])
     np.save(folder / "batch_uint8.npy", images[8:32])  # [24, 28, 28] uint8
-    np.save(
-        folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32)
-    )  # [8, 1, 28, 28]
+    # [8, 1, 28, 28]
+    np.save(folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32))
     files += ["batch_uint8.npy", "batch_float.npy"]
     return {
         "folder": folder,

@@ -99,9 +99,8 @@ def test_ratio_rows_against_ort_fp32_and_framework(results):
         0.25
     )
     assert rows["mlp/pytorch/fp32"]["vs_ort_fp32_b1"] == pytest.approx(2.5)
-    assert (
-        rows["cnn/onnxruntime/fp32"]["vs_framework_b1"] is None
-    )  # no framework variant for that model
+    # no framework variant for that model
+    assert rows["cnn/onnxruntime/fp32"]["vs_framework_b1"] is None
 
 
 def test_ratio_table_text(results):
@@ -112,9 +111,8 @@ def test_ratio_table_text(results):
     assert "0.25" in int8 and "+0.10" in int8 and "0.20" in int8
     cnn = next(line for line in lines if line.startswith("cnn"))
     assert "—" in cnn  # missing reference shown as a dash, not a crash
-    assert (
-        len({len(line) for line in lines[2 : 2 + len(results["variants"])]}) == 1
-    )  # aligned columns
+    # aligned columns
+    assert len({len(line) for line in lines[2 : 2 + len(results["variants"])]}) == 1
 
 
 def test_targets_evaluated(results):

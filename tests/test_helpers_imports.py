@@ -16,9 +16,8 @@ from helpers.pipeline.save_cells import FRAMEWORK_MODULES, PLAIN_MODULE
 
 
 def test_importing_every_helper_module_loads_no_framework():
-    framework_lessons = set(
-        FRAMEWORK_MODULES.values()
-    )  # generated from torch cells: they import torch, by design
+    # generated from torch cells: they import torch, by design
+    framework_lessons = set(FRAMEWORK_MODULES.values())
     modules = ["helpers"] + [
         m.name
         for m in pkgutil.walk_packages(helpers.__path__, "helpers.")
@@ -44,9 +43,8 @@ def imported_modules(source: str, module: str) -> list[tuple[int, str]]:
     """``(line, module)`` of every import in ``source`` (the text of ``module``), wherever it stands: top level,
     inside a function (a lazy import), ``from helpers import lessons``, relative, or ``importlib.import_module("...")``
     with a written-out name."""
-    package = module.rsplit(".", 1)[
-        0
-    ]  # helpers.pipeline.llm and helpers.pipeline.__init__: helpers.pipeline
+    # helpers.pipeline.llm and helpers.pipeline.__init__: helpers.pipeline
+    package = module.rsplit(".", 1)[0]
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

@@ -27,9 +27,8 @@ NOTEBOOK = "00_inspect_onnx_file.ipynb"
 # before it ran, including the one that loads notebook 01's model.
 EXPECTED_OUTPUT = "ONNX Runtime and the reference evaluator agree with the opset-20 logits"
 SERVER_START_TIMEOUT_S = 300  # hang guards, not speed limits: a busy machine may be slow
-RUN_ALL_TIMEOUT_S = (
-    600  # about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
-)
+# about 10 s with notebook 01's file present; notebook 01 is run first if it is missing
+RUN_ALL_TIMEOUT_S = 600
 # JupyterLab user settings for the test server: every cell in the DOM (no virtual scrolling), no news/update
 # requests (the server has no internet, and a toast would cover the screenshot).
 LAB_SETTINGS = {
@@ -129,9 +128,8 @@ def running_lab(root: Path, tmp_path: Path, env: dict | None = None):
             except (OSError, subprocess.TimeoutExpired) as err:
                 print(f"clean JupyterLab shutdown failed ({err!r}); terminating its process group")
             if server.poll() is None:
-                os.killpg(
-                    server.pid, signal.SIGTERM
-                )  # the server's own process group (started above)
+                # the server's own process group (started above)
+                os.killpg(server.pid, signal.SIGTERM)
                 try:
                     server.wait(timeout=10)
                 except subprocess.TimeoutExpired:
@@ -225,9 +223,8 @@ def test_run_all_cells_in_jupyterlab(
 ):  # browser first: no browser, skip before starting a server
     from selenium.webdriver.common.by import By
 
-    built_artifact(
-        "mnist_mlp_pytorch.onnx"
-    )  # notebook 00 reads it: missing, this fails naming notebook 01
+    # notebook 00 reads it: missing, this fails naming notebook 01
+    built_artifact("mnist_mlp_pytorch.onnx")
     t0 = time.monotonic()
     browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
     n_code = sum(

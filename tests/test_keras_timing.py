@@ -8,9 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = (
-    pytest.mark.tensorflow
-)  # imports Keras: run in the TensorFlow child pytest (tests/conftest.py)
+# imports Keras: run in the TensorFlow child pytest (tests/conftest.py)
+pytestmark = pytest.mark.tensorflow
 
 
 def tiny_model(input_shape=(1, 28, 28), outputs=10):

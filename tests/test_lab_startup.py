@@ -49,9 +49,8 @@ def test_jupyterlab_starts_with_no_error_on_its_console(tmp_path):
                     f"jupyter lab exited with {server.returncode}:\n{log.read_text()}"
                 )
                 time.sleep(1)
-            time.sleep(
-                3
-            )  # what JupyterLab prints right after it serves (the build check) belongs to its start-up
+            # what JupyterLab prints right after it serves (the build check) belongs to its start-up
+            time.sleep(3)
         finally:
             server.terminate()
             server.wait(timeout=30)

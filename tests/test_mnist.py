@@ -54,9 +54,8 @@ def test_wheel_route_from_empty_cache_gives_identical_bytes(seeded_cache, data):
 
 
 def test_offline_online_route_fails_clearly(isolated_cache, monkeypatch):
-    monkeypatch.setattr(
-        mnist, "ONLINE_MIRRORS", ("http://127.0.0.1:9/",)
-    )  # a port nothing listens on
+    # a port nothing listens on
+    monkeypatch.setattr(mnist, "ONLINE_MIRRORS", ("http://127.0.0.1:9/",))
     with pytest.raises(AssetUnavailable, match="no MNIST source worked"):
         mnist.ensure_idx_files(source="online")
 
@@ -133,9 +132,8 @@ def test_truncated_pickle_is_refused(tmp_path, mnist_wheel):
 def test_truncated_pickle_inside_a_complete_gzip_is_a_data_format_error(tmp_path):
     x, y = np.zeros((3, 784), np.float32), np.zeros(3, np.int64)
     blob = pickle.dumps(((x, y), (x, y), (x, y)), protocol=4)
-    path = _gz_pickle(
-        tmp_path, blob[: len(blob) // 2]
-    )  # the gzip is whole; the pickle in it is cut short
+    # the gzip is whole; the pickle in it is cut short
+    path = _gz_pickle(tmp_path, blob[: len(blob) // 2])
     with pytest.raises(DataFormatError, match="unreadable pickle"):
         mnist.load_pickle_split(path)
 
@@ -198,6 +196,5 @@ def test_auto_falls_back_to_the_wheel_when_a_mirror_serves_garbage(
     monkeypatch.setattr(mnist, "download_url", _mirror_serving(b"garbage"))
     fresh = mnist.load_mnist(source="auto")
     np.testing.assert_array_equal(fresh.y_test, data.y_test)
-    assert (
-        "not a complete gzip file" in capsys.readouterr().err
-    )  # the failure is reported, not hidden
+    # the failure is reported, not hidden
+    assert "not a complete gzip file" in capsys.readouterr().err

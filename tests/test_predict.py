@@ -42,9 +42,8 @@ def linear_model(
     path: Path, input_shape=("batch", 1, 28, 28), n_inputs=1, output_shape=("batch", 10)
 ) -> Path:
     """A tiny valid classifier: Flatten -> MatMul, for any declared input and output shape."""
-    rows = int(
-        np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]])
-    )  # values per item
+    # values per item
+    rows = int(np.prod([d if isinstance(d, int) else 28 for d in input_shape[1:]]))
     weight = numpy_helper.from_array(
         np.random.default_rng(0).normal(size=(rows, 10)).astype(np.float32), "w"
     )
@@ -614,9 +613,8 @@ def test_dark_ink_on_transparent_reads_like_ink_on_white_paper(tmp_path, digits)
     np.testing.assert_allclose(
         P.read_png(tmp_path / "canvas.png", (28, 28)), (255 - digit) / 255.0, atol=1e-6
     )
-    gray_alpha = np.stack(
-        [np.zeros_like(digit), digit], axis=-1
-    )  # the same as gray + alpha (colour type 4)
+    # the same as gray + alpha (colour type 4)
+    gray_alpha = np.stack([np.zeros_like(digit), digit], axis=-1)
     np.testing.assert_allclose(
         P.decode_png(encode_png(gray_alpha, 4), "la", (28, 28)), (255 - digit) / 255, atol=1e-6
     )
@@ -720,9 +718,8 @@ def test_background_is_the_median_of_the_border(digits):
     image = digits[0][0] / 255.0
     assert P.background(image) == 0 and P.background(1 - image) == 1
     framed = np.zeros((28, 28))
-    framed[0, :20] = (
-        1.0  # 20 of the 112 border values light: a digit touching the edge, still a dark background
-    )
+    # 20 of the 112 border values light: a digit touching the edge, still a dark background
+    framed[0, :20] = 1.0
     assert P.background(framed) == 0 and P.background(np.stack([framed, 1 - framed])).tolist() == [
         0,
         1,

@@ -201,9 +201,8 @@ def test_added_notebook_makes_check_fail_until_synced(tiny_series):
         "+| [03 · Quantize things](notebooks/03_quantize_things.ipynb) | Make it small. |" in report
     )
     assert "notebooks/03_quantize_things.ipynb: navigation cells differ" in report
-    assert (
-        "notebooks/02_run_things.ipynb: navigation cells differ" in report
-    )  # it gains a "next" link
+    # it gains a "next" link
+    assert "notebooks/02_run_things.ipynb: navigation cells differ" in report
     assert "notebooks/00_open_things.ipynb" not in report  # untouched neighbours stay quiet
     series.sync(tiny_series)
     assert series.check(tiny_series) == ""
@@ -374,17 +373,15 @@ def test_html_record_times_executes_in_fresh_kernels(tiny_series):
     assert all(c.get("outputs", []) == [] for c in nb.cells), (
         "recording must leave the notebook stripped"
     )
-    recorded = series.series_meta(
-        tiny_series / "notebooks"
-    )  # run times go to series.json, not the notebooks
+    # run times go to series.json, not the notebooks
+    recorded = series.series_meta(tiny_series / "notebooks")
     assert "series" not in nb.metadata and sorted(recorded) == sorted(
         e.path.name for e in entries.values()
     )
     assert "not measured" not in (tiny_series / "README.md").read_text()
     assert series.check(tiny_series) == ""
-    assert (
-        cli(tiny_series, "html", "--no-execute", "--record-times").returncode == 2
-    )  # nothing to record
+    # nothing to record
+    assert cli(tiny_series, "html", "--no-execute", "--record-times").returncode == 2
 
 
 def test_failing_notebook_keeps_the_previous_html_build(tiny_series):

@@ -67,9 +67,8 @@ def node_report(node, model, images: np.ndarray, folder, *options) -> dict:
 def python_logits(model, images: np.ndarray) -> tuple[ort.InferenceSession, np.ndarray]:
     """Python onnxruntime's session and logits on the same uint8 images (divided by 255, as the script does)."""
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    (logits,) = session.run(
-        None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)}
-    )  # float32 input
+    # float32 input
+    (logits,) = session.run(None, {session.get_inputs()[0].name: images[:, None] / np.float32(255)})
     return session, logits
 
 
@@ -142,9 +141,8 @@ def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path
             result.returncode,
             result.stderr,
         )
-        assert (
-            result.stdout == "" and "at " not in result.stderr.splitlines()[-1]
-        )  # a message, not a stack trace
+        # a message, not a stack trace
+        assert result.stdout == "" and "at " not in result.stderr.splitlines()[-1]
 
 
 def test_node_input_and_usage_errors(node, tmp_path):
@@ -177,9 +175,8 @@ def dark_on_light(digits: np.ndarray, form: str, folder) -> np.ndarray:
     if form == "uint8 .npy":
         return 255 - digits
     rgba = np.zeros((*digits.shape, 4), np.uint8)
-    rgba[..., 3] = (
-        digits  # dark strokes whose opacity is the ink, on a fully transparent background
-    )
+    # dark strokes whose opacity is the ink, on a fully transparent background
+    rgba[..., 3] = digits
     arrays = {
         "grey PNG": (255 - digits, "L"),
         "RGB PNG": (np.repeat(255 - digits[..., None], 3, axis=-1), "RGB"),

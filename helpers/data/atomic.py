@@ -23,9 +23,8 @@ def atomic_path(dest: str | os.PathLike) -> Iterator[Path]:
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = dest.with_name(f".{dest.name}.{secrets.token_hex(6)}.part")
-    os.close(
-        os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    )  # usual permissions (umask applies)
+    # usual permissions (umask applies)
+    os.close(os.open(tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         yield tmp_path
         with open(tmp_path, "rb") as written:

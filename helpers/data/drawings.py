@@ -24,9 +24,8 @@ def draw(
                 out = pick(out, padded[dy : dy + ink.shape[0], dx : dx + ink.shape[1]])
         ink = out
     rows, cols = np.nonzero(ink)
-    ink = ink[
-        rows.min() : rows.max() + 1, cols.min() : cols.max() + 1
-    ]  # the strokes only, placed below
+    # the strokes only, placed below
+    ink = ink[rows.min() : rows.max() + 1, cols.min() : cols.max() + 1]
     height, width = ink.shape
     if height > canvas or width > canvas:
         raise ValueError(f"a {width}x{height}-pixel digit does not fit the {canvas}-pixel canvas")

@@ -43,9 +43,8 @@ from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.grading import exercises
 from helpers.grading.examiner import Exercise
 
-COURSE_TEMPLATE = (
-    REPO_ROOT / "classroom"
-)  # nbgrader_config.py; what nbgrader writes beside it is git-ignored
+# nbgrader_config.py; what nbgrader writes beside it is git-ignored
+COURSE_TEMPLATE = REPO_ROOT / "classroom"
 POINTS = 1  # per stated requirement: one graded cell each
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 ANSWER_LINE = (

@@ -18,9 +18,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-PAUSE_S = (
-    0.1  # after each run: spinning threads' tail is counted, and the next process is not disturbed
-)
+# after each run: spinning threads' tail is counted, and the next process is not disturbed
+PAUSE_S = 0.1
 
 
 def matmulnbits_attributes(model_dir: str | os.PathLike) -> Counter:

@@ -53,9 +53,8 @@ def bare_env(requirements: Path = INFERENCE_REQUIREMENTS, log=print) -> Path:
 
     def build(folder: Path) -> None:
         log(f"building the bare inference environment from {Path(requirements).name} ...")
-        venv.EnvBuilder(with_pip=False, clear=True).create(
-            folder
-        )  # no pip inside: only what we install
+        # no pip inside: only what we install
+        venv.EnvBuilder(with_pip=False, clear=True).create(folder)
         pip = [
             sys.executable,
             "-m",

@@ -223,9 +223,8 @@ def save_hf_folder_from_gguf(gguf_path: str | os.PathLike, out_dir: str | os.Pat
         del config.quantization_config
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     result = plain.load_state_dict(loaded.state_dict(), strict=False)
-    missing = [
-        k for k in result.missing_keys if k != "lm_head.weight"
-    ]  # a tied lm_head may be reported missing
+    # a tied lm_head may be reported missing
+    missing = [k for k in result.missing_keys if k != "lm_head.weight"]
     if missing or result.unexpected_keys:
         raise IncompleteBuild(
             f"GGUF weights do not fit the config: missing {missing}, "

@@ -14,9 +14,8 @@ def onnx_to_networkx(model):
             f"got {type(model).__name__}"
         )
     weights = {init.name for init in model.graph.initializer}
-    made_by = {
-        vi.name: f"input:{vi.name}" for vi in model.graph.input if vi.name not in weights
-    }  # tensor -> writer
+    # tensor -> writer
+    made_by = {vi.name: f"input:{vi.name}" for vi in model.graph.input if vi.name not in weights}
     G = nx.DiGraph()
     G.add_nodes_from((node, {"kind": "input", "label": name}) for name, node in made_by.items())
     for index, node in enumerate(model.graph.node):
@@ -51,9 +50,8 @@ def draw_onnx_graph(model, title: str | None = None, ax=None, names: bool = True
     import networkx as nx
 
     G = onnx_to_networkx(model)
-    rows = {
-        n: row for row, nodes in enumerate(nx.topological_generations(G)) for n in nodes
-    }  # networkx's DAG recipe
+    # networkx's DAG recipe
+    rows = {n: row for row, nodes in enumerate(nx.topological_generations(G)) for n in nodes}
     # an operator that reads only weights (a DequantizeLinear of a QDQ file) sits just above its reader
     for n in reversed(list(nx.topological_sort(G))):
         if G.nodes[n]["kind"] == "op" and G.in_degree(n) == 0:

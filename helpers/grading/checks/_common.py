@@ -179,9 +179,8 @@ def write_varied_copy(
         text=True,
     )
     if result.returncode != 0:
-        raise RuntimeError(
-            f"could not build a varied copy of {source}:\n{result.stderr}"
-        )  # a checker bug
+        # a checker bug
+        raise RuntimeError(f"could not build a varied copy of {source}:\n{result.stderr}")
     built = session(target)
     if [i.name for i in built.get_inputs()] != [input_name] or [
         o.name for o in built.get_outputs()

@@ -324,9 +324,8 @@ class Later:
 
     def __init__(self, recipe):
         self.recipe = recipe
-        self.__name__ = getattr(
-            recipe, "__name__", "classifier"
-        )  # how the tests and feedback name it
+        # how the tests and feedback name it
+        self.__name__ = getattr(recipe, "__name__", "classifier")
 
     @functools.cached_property
     def value(self):
@@ -661,9 +660,8 @@ def _renamed_variant(exported, draw):
     init = next(i for i in variant.graph.initializer if i.name == gemm.input[1])
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).T.copy(), init.name))
     next(a for a in gemm.attribute if a.name == "transB").i = 0
-    del variant.graph.value_info[
-        :
-    ]  # the exporter's shapes of the weights; shape inference finds the new ones
+    # the exporter's shapes of the weights; shape inference finds the new ones
+    del variant.graph.value_info[:]
     return variant
 
 
@@ -744,9 +742,8 @@ def _interpreter_case(label, model, images):
 
     from helpers.grading.checks._common import session
 
-    onnx.checker.check_model(
-        model, full_check=True
-    )  # handed to the learner's code: it must be a valid model
+    # handed to the learner's code: it must be a valid model
+    onnx.checker.check_model(model, full_check=True)
     every = onnx.ModelProto.FromString(model.SerializeToString())
     known = {o.name for o in every.graph.output}
     every.graph.output.extend(
@@ -1323,9 +1320,8 @@ def _first_detector(model) -> str:
     import onnxruntime as ort
 
     quiet = ort.SessionOptions()
-    quiet.log_severity_level = (
-        3  # ONNX Runtime's warnings about opset 5 are not the learner's concern here
-    )
+    # ONNX Runtime's warnings about opset 5 are not the learner's concern here
+    quiet.log_severity_level = 3
     for name, probe in (
         ("check_model", onnx.checker.check_model),
         ("full_check", lambda m: onnx.checker.check_model(m, full_check=True)),
