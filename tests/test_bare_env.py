@@ -24,6 +24,9 @@ from helpers.data.paths import REPO_ROOT
 from helpers.measure import footprint
 from helpers.pipeline.artifacts import built_artifact
 
+# builds notebook 03's bare environment and the training stacks
+pytestmark = pytest.mark.slow
+
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)==(?P<version>[^\s#]+)\s+#\s*(?P<why>\S.*)$")
 MODELS = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx"]
 

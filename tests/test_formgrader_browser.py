@@ -17,6 +17,8 @@ from test_jupyterlab_browser import running_lab, screenshot
 from helpers.grading import classroom
 from helpers.grading.exercises import requirements
 
+pytestmark = pytest.mark.browser
+
 LEARNERS = (
     "ada",
     "bob",

@@ -22,6 +22,8 @@ import pytest
 from helpers.data.paths import NOTEBOOKS, artifacts_dir
 from helpers.pipeline.artifacts import built_artifact
 
+pytestmark = pytest.mark.browser
+
 NOTEBOOK = "00_inspect_onnx_file.ipynb"
 # Printed by a late cell of notebook 00 (section 2, the external-data round trip): seeing it means the cells
 # before it ran, including the one that loads notebook 01's model.

@@ -10,7 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers.data.paths import REPO_ROOT
+
+# starts JupyterLab
+pytestmark = pytest.mark.slow
 
 START_TIMEOUT_S = 300  # a hang guard, not a speed limit
 

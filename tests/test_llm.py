@@ -21,6 +21,8 @@ from helpers.data.chat_model import CHAT_MODEL
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.pipeline import llm
 
+pytestmark = pytest.mark.llm
+
 
 def write_files(folder, **files):
     for name, text in files.items():

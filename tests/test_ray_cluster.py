@@ -21,6 +21,9 @@ from helpers import REPO_ROOT
 from helpers.data.ray_digits import ray_processes, shard_table
 from helpers.measure.ray_serve import wait_gone
 
+# starts Ray clusters, alone: they need both cores
+pytestmark = [pytest.mark.ray, pytest.mark.solo]
+
 ROWS, FILES = 24_000, 4
 JOB_TIMEOUT_S = 600  # a job that has not ended by then hangs: the test fails
 REFUSAL_TIMEOUT_S = 240  # the refusal comes after ray.init() in the job, before any work

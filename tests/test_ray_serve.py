@@ -15,6 +15,9 @@ import pytest
 
 from helpers.measure.ray_serve import load_test
 
+# Serve's application and the load test's bounds, without starting Ray
+pytestmark = pytest.mark.ray
+
 DIGIT = np.arange(784, dtype=np.int64).reshape(28, 28) % 256
 CONFIG = Path(__file__).parents[1] / "helpers" / "ray_apps" / "digits_serve.yaml"
 

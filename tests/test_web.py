@@ -28,6 +28,9 @@ from helpers.data.paths import REPO_ROOT
 from helpers.pipeline.artifacts import built_artifact
 from helpers.webserver import ORT_DIST, PageServer
 
+# runs Node.js on every model file
+pytestmark = pytest.mark.slow
+
 CLASSIFY = REPO_ROOT / "web" / "classify.mjs"
 MNIST_FILES = ["mnist_mlp_pytorch.onnx", "mnist_mlp_keras.onnx", "mnist_cnn_pytorch.onnx"]
 

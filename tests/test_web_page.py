@@ -21,6 +21,8 @@ from helpers.data.paths import artifacts_dir
 from helpers.pipeline.artifacts import built_artifact
 from helpers.webserver import FP32_MODELS, PageServer
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def server():
