@@ -32,7 +32,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
@@ -219,23 +218,6 @@ def reference_code(exercise_id: str) -> str:
 # --- the notebook's exercise texts and set-up ---------------------------------------------------------------
 
 
-def exercise_texts(notebook: nbformat.NotebookNode, number: str) -> dict[str, str]:
-    """``{"NN.K": the text of item K}`` of the notebook's "## Exercises" numbered list (items at line start)."""
-    cells = [
-        c.source
-        for c in notebook.cells
-        if c.cell_type == "markdown" and re.search(r"^## Exercises$", c.source, flags=re.MULTILINE)
-    ]
-    if len(cells) != 1:
-        raise ValueError(f"notebook {number}: expected one '## Exercises' cell, found {len(cells)}")
-    listed = re.split(r"^(\d+)\. ", cells[0].split("## Exercises", 1)[1], flags=re.MULTILINE)[1:]
-    texts = {}
-    for k, body in zip(listed[::2], listed[1::2]):
-        first, _, rest = body.rstrip().partition("\n")
-        texts[f"{number}.{k}"] = (first + "\n" + textwrap.dedent(rest)).strip()
-    return texts
-
-
 def setup_statements(notebook: nbformat.NotebookNode, wanted: set[str]) -> list[str]:
     """Statements of the notebook's "## Setup" code cells binding a ``wanted`` name, with those they need."""
     statements, in_setup = [], False
@@ -344,7 +326,7 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
     """The nbgrader source notebook of the series' notebook ``path``."""
     notebook = nbformat.read(path, as_version=4)
     number = path.name[:2]
-    texts = exercise_texts(notebook, number)
+    texts = exercises.listed(path)
     checked = sorted(e for e in exercises.all_exercises() if e.startswith(number + "."))
     if sorted(texts) != checked:
         raise ValueError(f"{path.name}: its exercise list {sorted(texts)} != its checks {checked}")

@@ -57,6 +57,29 @@ def exercise(exercise_id: str) -> Exercise | Callable:
     return known[exercise_id]
 
 
+def listed(notebook: Path) -> dict[str, str]:
+    """``{"NN.K": the text of item K}`` of the notebook's one "## Exercises" cell: its numbered list, items at
+    line start (the one reader of that list: the course and the tests use it)."""
+    import nbformat
+
+    number = Path(notebook).name[:2]
+    cells = [
+        c.source
+        for c in nbformat.read(notebook, as_version=4).cells
+        if c.cell_type == "markdown" and re.search(r"^## Exercises$", c.source, flags=re.MULTILINE)
+    ]
+    if len(cells) != 1:
+        raise ValueError(
+            f"{Path(notebook).name}: expected one '## Exercises' cell, found {len(cells)}"
+        )
+    items = re.split(r"^(\d+)\. ", cells[0].split("## Exercises", 1)[1], flags=re.MULTILINE)[1:]
+    texts = {}
+    for k, body in zip(items[::2], items[1::2]):
+        first, _, rest = body.rstrip().partition("\n")
+        texts[f"{number}.{k}"] = (first + "\n" + textwrap.dedent(rest)).strip()
+    return texts
+
+
 def requirements(exercise_id: str) -> list[str]:
     """The requirements ``exercise_id`` states, a point each when graded (an older check: one, the check)."""
     entry = exercise(exercise_id)
