@@ -648,22 +648,21 @@ def _model_file(rng, what: str, nodes: list, weights: dict):
     return str(path)
 
 
-def _head(rng, op: str, width: int, source: str = "h") -> tuple[list, dict]:
-    """'scores' from ``source`` [batch, width]: a Gemm (its weight stored either way) or a MatMul and an Add."""
+def _head(rng, op: str, width: int) -> tuple[list, dict]:
+    """'scores' from 'h' [batch, width]: a Gemm (its weight stored either way) or a MatMul and an Add."""
     from onnx.helper import make_node
 
     if op == "Gemm":
         trans_b = int(rng.integers(2))
         w = rng.normal(0, 0.1, (10, width) if trans_b else (width, 10))
-        return [make_node("Gemm", [source, "w3", "b3"], ["scores"], transB=trans_b)], {
-            "w3": w,
-            "b3": np.zeros(10),
-        }
-    nodes = [
-        make_node("MatMul", [source, "w3"], ["m3"]),
-        make_node("Add", ["m3", "b3"], ["scores"]),
-    ]
-    return nodes, {"w3": rng.normal(0, 0.1, (width, 10)), "b3": np.zeros(10)}
+        nodes = [make_node("Gemm", ["h", "w3", "b3"], ["scores"], transB=trans_b)]
+    else:
+        w = rng.normal(0, 0.1, (width, 10))
+        nodes = [
+            make_node("MatMul", ["h", "w3"], ["m3"]),
+            make_node("Add", ["m3", "b3"], ["scores"]),
+        ]
+    return nodes, {"w3": w, "b3": np.zeros(10)}
 
 
 def random_mlp(rng) -> str:
@@ -691,12 +690,8 @@ def random_cnn(rng, head: str = "Gemm", groups: str = "") -> str:
     ``groups`` "grouped": 2 or 3 groups, "depthwise": one per channel), Relu, Reshape, ``head``."""
     from onnx.helper import make_node
 
-    k1, pad1, stride2 = (
-        int(rng.choice([3, 5, 7])),
-        int(rng.choice([0, 1, 2, 3])),
-        int(rng.choice([2, 3])),
-    )
-    pad1 = min(pad1, k1 // 2)
+    k1, stride2 = int(rng.choice([3, 5, 7])), int(rng.choice([2, 3]))
+    pad1 = int(rng.integers(k1 // 2 + 1))  # from none to the output as large as the input
     group = {"": 1, "grouped": int(rng.choice([2, 3])), "depthwise": 0}[groups]
     c1 = int(rng.integers(3, 9)) * (group or 1)
     group = group or c1
