@@ -1056,38 +1056,21 @@ def _size(session, images):
     return size if isinstance(size, int) else len(images)
 
 
-def _batched(run):
-    """An answer running ``run(session, batch)`` on each padded batch of the session's size, the labels joined
-    and cut to the images."""
+def _batched(name: str, size_of=_size, run=None):
+    """An answer running ``run`` (default: ``classify``) on the images padded to batches of
+    ``size_of(session, images)``, the labels joined and cut to the images."""
 
     def answer(session, images):
-        parts = _padded(images, _size(session, images))
-        return np.concatenate([run(session, b) for b in parts])[: len(images)]
+        parts = _padded(images, size_of(session, images))
+        return np.concatenate([(run or classify)(session, b) for b in parts])[: len(images)]
 
+    answer.__name__ = name
     return answer
 
 
-def chunks_of_32(
-    session, images
-):  # batches of 32, the last one padded, whatever the session declares
-    return np.concatenate([classify(session, b) for b in _padded(images, 32)])[: len(images)]
-
-
-def int_of_the_batch(session, images):  # int() of a dynamic batch's name
-    size = int(session.get_inputs()[0].shape[0])
-    return np.concatenate([classify(session, b) for b in _padded(images, size)])[: len(images)]
-
-
-def dynamic_by_its_name(session, images):  # only a batch named 'batch' taken as dynamic
+def _named_batch(session, images):  # only a batch named 'batch' taken as dynamic
     size = session.get_inputs()[0].shape[0]
-    if size == "batch":
-        return classify(session, images)
-    return np.concatenate([classify(session, b) for b in _padded(images, size)])[: len(images)]
-
-
-def shape_one_as_size(session, images):  # the wrong axis of the shape: batches of 1 image
-    size = session.get_inputs()[0].shape[1]
-    return np.concatenate([classify(session, b) for b in _padded(images, size)])[: len(images)]
+    return len(images) if size == "batch" else size
 
 
 def padded_all_at_once(session, images):  # pads to a multiple of the size, then one run
@@ -1167,10 +1150,9 @@ def fill_a_fixed_buffer(session, images):
 
 
 # batches of 32 where the batch is dynamic too
-def fixed_size_for_dynamic_too(session, images):
-    size = session.get_inputs()[0].shape[0]
-    size = size if isinstance(size, int) else 32
-    return np.concatenate([classify(session, b) for b in _padded(images, size)])[: len(images)]
+fixed_size_for_dynamic_too = _batched(
+    "fixed_size_for_dynamic_too", lambda session, images: _size(session, images[:32])
+)
 
 
 R3 = {
@@ -1208,14 +1190,14 @@ BATCHES = Exercise(
         ),
         Mistake(
             "the contract's input name in batches",
-            _batched(hard_coded_contract),
+            _batched("names hard-coded", run=hard_coded_contract),
             "a copy's input is not 'image': read the input name from session.get_inputs()[0].name, as your "
             "classify does",
             R3["like classify"],
         ),
         Mistake(
             "classify without its scaling, in batches",
-            _batched(unscaled),
+            _batched("unscaled", run=unscaled),
             SCALE_WORDS,
             R3["scaled"],
         ),
@@ -1227,26 +1209,26 @@ BATCHES = Exercise(
         ),
         Mistake(
             "batches of 32 whatever the session declares",
-            chunks_of_32,
+            _batched("chunks of 32", lambda session, images: 32),
             "yours runs batches of 32 whatever the session declares: read the size from "
             "session.get_inputs()[0].shape[0]",
             R3["size"],
         ),
         Mistake(
             "int() of a dynamic batch",
-            int_of_the_batch,
+            _batched("int()", lambda session, images: int(session.get_inputs()[0].shape[0])),
             "a dynamic batch is a str, its name (e.g. 'batch'): int() of it fails; run all the images at once",
             R3["size"],
         ),
         Mistake(
             "a dynamic batch known by its name",
-            dynamic_by_its_name,
+            _batched("by its name", _named_batch),
             "a dynamic batch is a str whatever its name ('batch', 'N', 'unk__12'): test isinstance(size, int)",
             R3["size"],
         ),
         Mistake(
             "shape[1] read as the batch size",
-            shape_one_as_size,
+            _batched("shape[1]", lambda session, images: session.get_inputs()[0].shape[1]),
             FIRST_RUN,
             R3["size"],
             _judges_words,
