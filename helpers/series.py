@@ -211,11 +211,12 @@ def with_nav(nb, source: str, path: Path):
         for where in ("top", "bottom")
     )
     for cell in (top, bottom):
+        # JupyterLab guards them
         cell.metadata = {
             "deletable": False,
             "editable": False,
             "tags": [NAV_TAG],
-        }  # JupyterLab guards them
+        }
     nb.cells.insert(_title_index(nb, path) + 1, top)
     nb.cells.append(bottom)
     return nb

@@ -15,9 +15,9 @@ from importlib import metadata
 import numpy as np
 import onnxruntime as ort
 import pytest
-from PIL import (
-    Image,
-)  # writes the sample PNGs here; the bare env reads them with its own pinned Pillow
+
+# writes the sample PNGs here; the bare env reads them with its own pinned Pillow
+from PIL import Image
 
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
@@ -72,12 +72,13 @@ def samples(tmp_path_factory):
     # [8, 1, 28, 28]
     np.save(folder / "batch_float.npy", (images[32:40, None] / 255.0).astype(np.float32))
     files += ["batch_uint8.npy", "batch_float.npy"]
+    # in the files' order
     return {
         "folder": folder,
         "files": files,
         "images": images,
         "labels": labels,
-    }  # in the files' order
+    }
 
 
 def run_cli(python, *args, cwd=None, by_path=False, program="helpers.predict"):

@@ -82,10 +82,11 @@ def results():
 
 
 def test_valid_results_pass_and_are_returned(results):
+    # time_side_by_side's extra field
     results["variants"][0]["latency_us"]["1"]["round_p50"] = [
         1.0,
         2.0,
-    ]  # time_side_by_side's extra field
+    ]
     assert side_by_side.validate_results(results) is results
 
 

@@ -19,12 +19,13 @@ from helpers.grading.exercises import requirements
 
 pytestmark = pytest.mark.browser
 
+# right, one requirement broken in each, empty, raising (the class proof has them all)
 LEARNERS = (
     "ada",
     "bob",
     "cy",
     "dee",
-)  # right, one requirement broken in each, empty, raising (the class proof has them all)
+)
 PAGE_TIMEOUT_S = 90
 
 

@@ -294,6 +294,7 @@ def run_cell(tmp_path, env, before="", after=""):
     }
     full_env.update(env, ONNX_PDF_CACHE=str(tmp_path / "cache"))
     script = CELL_PRELUDE + before + download_cell() + "\n" + textwrap.dedent(after)
+    # a guard against a hang, not a speed limit
     result = subprocess.run(
         [sys.executable, "-c", script],
         cwd=REPO_ROOT,
@@ -301,7 +302,7 @@ def run_cell(tmp_path, env, before="", after=""):
         capture_output=True,
         text=True,
         timeout=600,
-    )  # a guard against a hang, not a speed limit
+    )
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     return result.stdout.splitlines()
 

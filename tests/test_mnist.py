@@ -169,17 +169,20 @@ def _mirror_serving(payload: bytes):
 @pytest.mark.parametrize(
     "payload, reason",
     [
+        # an error page, not gzip
         (
             b"<html>503 Service Unavailable</html>",
             "not a complete gzip file",
-        ),  # an error page, not gzip
+        ),
+        # valid gzip, wrong bytes
         (
             gzip.compress(b"\0\0\x08\x01" + bytes(4)),
             "refusing to cache it",
-        ),  # valid gzip, wrong bytes
+        ),
     ],
+    # gzip bytes hold the time: no stable id
     ids=["error-page", "valid-gzip-wrong-bytes"],
-)  # gzip bytes hold the time: no stable id
+)
 def test_mirror_serving_wrong_files_is_refused_and_caches_nothing(
     isolated_cache, monkeypatch, payload, reason
 ):

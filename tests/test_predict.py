@@ -16,9 +16,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+
+# writes PNG files for the command-line tests (the PNG-reading tests use encode_png)
 from PIL import (
     Image,
-)  # writes PNG files for the command-line tests (the PNG-reading tests use encode_png)
+)
 
 from helpers import classify_drawing as CD
 from helpers import predict as P

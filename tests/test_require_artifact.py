@@ -48,13 +48,14 @@ def producers(tmp_path, monkeypatch):
         f"artifacts.NOTEBOOKS = pathlib.Path({str(tmp_path)!r})\n"
         f"shutil.copy(artifacts.require_artifact('good.onnx'), {str(made / 'nested.onnx')!r})"
     )
+    # reads good.onnx without declaring it: its kernel builds it, no deadlock
     code = {
         "10_writes.ipynb": model_code(made / "good.onnx"),
         "11_fails.ipynb": "x = 1\nassert x == 2, 'the accuracy gate failed'",
         "12_forgets.ipynb": "print('wrote nothing')",
         "13_waits.ipynb": wait_for_go + model_code(made / "slow.onnx"),
         "14_nested.ipynb": nested,
-    }  # reads good.onnx without declaring it: its kernel builds it, no deadlock
+    }
     for name, source in code.items():
         nbformat.write(new_notebook(cells=[new_code_cell(source)]), tmp_path / name)
     makes = {

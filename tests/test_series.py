@@ -278,9 +278,8 @@ def test_reading_time_counts_prose_and_code_of_the_core_path_and_of_the_whole(ti
     nb.cells = [
         nb.cells[0],
         new_markdown_cell("## 1. Export\n\n" + "word " * 397),  # 400 words
-        new_code_cell(
-            "\n".join(f"x{i} = {i}" for i in range(18)) + "\n\n\n"
-        ),  # 18 lines, blanks skipped
+        # 18 lines, blanks skipped
+        new_code_cell("\n".join(f"x{i} = {i}" for i in range(18)) + "\n\n\n"),
         new_markdown_cell(
             "## Summary\n\n" + "word " * 198 + "\n\n## Going deeper\n\n" + "deep " * 197
         ),

@@ -153,10 +153,11 @@ def _with_inputs(filenames: list[str]) -> list[str]:
 def build(*filenames: str) -> list[str]:
     """Run, under ``artifacts/.build.lock``, the notebooks making ``filenames`` (default: all) that do not load;
     return the notebooks run. A file another process built while this one waited for the lock is not rebuilt."""
+    # held: an ancestor (the build running this notebook) has the lock
     ran, held = (
         [],
         os.environ.get(LOCK_HELD),
-    )  # held: an ancestor (the build running this notebook) has the lock
+    )
     with contextlib.nullcontext() if held else build_lock():
         os.environ[LOCK_HELD] = "1"
         try:

@@ -61,9 +61,10 @@ def unseen_batches(seed: int) -> list:
     ids = rng.choice(10**9, len(images), replace=False).astype(np.int64)
     table = shard_table(images, rng.integers(0, 10, len(images)), ids)
     table = table.select(["pixels", "label", "id"])  # another column order
+    # a batch of several chunks
     return [table.slice(0, 433), table.slice(433, 1), table.slice(434)] + [
         pa.Table.from_batches(table.slice(0, 50).to_batches(max_chunksize=20))
-    ]  # a batch of several chunks
+    ]
 
 
 def _expected(model: bytes, batch) -> dict:
