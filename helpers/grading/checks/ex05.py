@@ -124,7 +124,8 @@ def fresh_model(rng, kind: str = "cnn", trans_b: int = 1):
 
 @functools.cache
 def _fixed_cnn() -> bytes:
-    """05.1's CNN: fixed weights (its int8 files agree with it on 97-98.5 % of test digits); names and digits vary."""
+    """05.1's CNN, its head fitted once (its int8 files agree with it on about 99 % of test digits); each check
+    moves its weights a little and renames its input."""
     return fresh_model(np.random.default_rng(5)).SerializeToString()
 
 
@@ -219,6 +220,7 @@ def int8_cases(rng):
 
     train, x = load_mnist().x_train, _test_digits(rng)
     names, n = rng.choice(NAMES, 3, replace=False), int(rng.integers(240, 361))
+    moved = int(rng.integers(2**31))
     cases = []
     for kind, name in zip(KINDS, names):
         digits = train[rng.choice(len(train), n, replace=False)]
@@ -228,7 +230,8 @@ def int8_cases(rng):
             bright = rng.choice(np.arange(n // 2 + 1, n), 3, replace=False)
             digits[bright] = train[rng.choice(len(train), 3, replace=False)]
         path = fresh_folder("fp32-") / "cnn.onnx"
-        onnx.save(varied_model(onnx.load_from_string(_fixed_cnn()), 0, input_name=str(name)), path)
+        cnn = onnx.load_from_string(_fixed_cnn())
+        onnx.save(varied_model(cnn, moved, str(name), relative_noise=0.05), path)
         said = {
             "normal": "training digits",
             "faint": "faint training digits (0..127)",
@@ -389,7 +392,7 @@ def _classifies_int8(case, got, want):
         return None
     if _runs(got):
         return _runs(got)
-    if got["agreement"] < 0.93:  # right files agree on 97-98.5 %, miscalibrated ones on about 75 %
+    if got["agreement"] < 0.93:  # right files agree on about 99 %, miscalibrated ones on about 78 %
         return f"your file picks the fp32 model's digit on only {got['agreement']:.1%} of 1,000 test digits"
     return None
 
