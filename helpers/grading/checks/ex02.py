@@ -26,9 +26,8 @@ from helpers.grading.checks._common import session as _session
 from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, fresh_folder
 from helpers.preprocess import softmax
 
-TOLERANCE = dict(
-    rtol=1e-3, atol=1e-3
-)  # float32 sums in another order; a wrong export differs far more
+# float32 sums in another order; a wrong export differs far more
+TOLERANCE = dict(rtol=1e-3, atol=1e-3)
 ACCURACY = 0.9  # 02.1's text: "at least 90 %"; for 02.2 and 02.3, the floor of a trained model
 TRAINING_DIGITS = 60_000  # 02.1: all the training digits, in another order and relabelled
 HELD_OUT = 2000  # test digits each accuracy is measured on
@@ -876,10 +875,13 @@ def _logits_are_the_model(case, got, want):
     return problem or _differs(logits, got["keras"], "your Keras model on the same images")
 
 
+NOT_SUMMING = "the probabilities of an image do not sum to 1: take the softmax over the 10 classes (the last axis)"
+
+
 def _softmax_over_classes(case, got, want):
     if _probabilities(_result(got, "probabilities")[0]):
         return None
-    return "the probabilities of an image do not sum to 1: take the softmax over the 10 classes (the last axis)"
+    return NOT_SUMMING
 
 
 IGNORED = "your probabilities are softmax(logits): the temperature changes nothing; divide the logits by it before the softmax"
@@ -1099,16 +1101,8 @@ TEMPERATURE = Exercise(
             "logits",
             _outputs_seen("logits", lambda z, t: softmax(z)),
         ),
-        _temperature_mistake(
-            "softmax over the batch",
-            "the probabilities of an image do not sum to 1: take the softmax over the 10 classes (the last axis)",
-            "classes",
-        ),
-        _temperature_mistake(
-            "log_softmax",
-            "the probabilities of an image do not sum to 1: take the softmax over the 10 classes (the last axis)",
-            "classes",
-        ),
+        _temperature_mistake("softmax over the batch", NOT_SUMMING, "classes"),
+        _temperature_mistake("log_softmax", NOT_SUMMING, "classes"),
         _temperature_mistake("temperature ignored", IGNORED, "used"),
         _temperature_mistake(
             "multiply",
