@@ -69,9 +69,6 @@ FILE_MARKERS = {
     "test_lab_startup.py": ["slow"],
     "test_web.py": ["slow"],
     "test_checks_ex01.py": ["slow"],
-    "test_checks_ex04.py": [
-        "slow"
-    ],  # the four longest of tests/ (about 3 minutes together on 2 cores)
     "test_jupyterlab_browser.py": ["browser"],
     "test_web_page.py": ["browser"],
     "test_formgrader_browser.py": ["browser"],
