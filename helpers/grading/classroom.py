@@ -19,11 +19,8 @@ Before the exercises, one read-only set-up cell: the set-up each exercise declar
 from __future__ import annotations
 
 import argparse
-import ast
-import builtins
 import contextlib
 import csv
-import importlib.util
 import inspect
 import io
 import logging
@@ -34,13 +31,12 @@ import subprocess
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import nbformat
 
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.grading import exercises
-from helpers.grading.examiner import Exercise
 
 # nbgrader_config.py; what nbgrader writes beside it is git-ignored
 COURSE_TEMPLATE = REPO_ROOT / "classroom"
@@ -79,183 +75,10 @@ def graded(exercise_id: str, answer: Any):
     return feedback
 
 
-def reference_function(exercise_id: str) -> Callable[[Path], Any]:
-    """The teacher's ``solve_K(workdir)`` for ``exercise_id``: the one place the generator reads references."""
-    return exercises.reference(exercise_id)
-
-
-# --- the reference answer's code, read from its module -------------------------------------------------------
-
-
-def _bound_names(node: ast.AST) -> set[str]:
-    """Names a statement binds at its own level (imports, defs, assignment targets)."""
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return {node.name}
-    targets = {
-        ast.Assign: lambda n: n.targets,
-        ast.AnnAssign: lambda n: [n.target],
-        ast.AugAssign: lambda n: [n.target],
-        ast.For: lambda n: [n.target],
-        ast.With: lambda n: [i.optional_vars for i in n.items if i.optional_vars],
-    }.get(type(node))
-    if targets is None:
-        return set()
-    return {
-        leaf.id
-        for target in targets(node)
-        for leaf in ast.walk(target)
-        if isinstance(leaf, ast.Name)
-    }
-
-
-def _free_names(node: ast.AST) -> set[str]:
-    """Names ``node`` reads and does not bind itself (a function's parameters and locals are its own)."""
-    loads, local = set(), set()
-    for leaf in ast.walk(node):
-        if isinstance(leaf, ast.Name):
-            (loads if isinstance(leaf.ctx, ast.Load) else local).add(leaf.id)
-        elif isinstance(leaf, ast.arg):
-            local.add(leaf.arg)
-        elif isinstance(leaf, ast.Import | ast.ImportFrom):
-            local |= _bound_names(leaf)
-        elif (
-            isinstance(leaf, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-            and leaf is not node
-        ):
-            local.add(leaf.name)
-    return loads - local
-
-
-def _statement_text(lines: list[str], node: ast.stmt) -> str:
-    """The statement's lines with its decorators and the comment lines right above it."""
-    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))]) - 1
-    while first > 0 and lines[first - 1].lstrip().startswith("#"):
-        first -= 1
-    return "\n".join(lines[first : node.end_lineno])
-
-
-def _import_line(node: ast.Import | ast.ImportFrom, names: set[str], package: str) -> str:
-    """``node`` limited to the aliases binding ``names``; a relative import made absolute."""
-    aliases = [a for a in node.names if (a.asname or a.name).split(".")[0] in names]
-    spelled = ", ".join(f"{a.name} as {a.asname}" if a.asname else a.name for a in aliases)
-    if isinstance(node, ast.Import):
-        return f"import {spelled}"
-    module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-    return f"from {module} import {spelled}"
-
-
-def _grouped(imports: list[str]) -> str:
-    """Import lines sorted as isort does: the standard library, then third parties, then the project."""
-
-    def group(line: str) -> int:
-        top = line.split()[1].split(".")[0]
-        return 0 if top in sys.stdlib_module_names else 2 if top in ("helpers", "solutions") else 1
-
-    groups = [
-        sorted(
-            (line for line in imports if group(line) == g), key=lambda line: (line[0] == "f", line)
-        )
-        for g in range(3)
-    ]
-    return "\n\n".join("\n".join(lines) for lines in groups if lines)
-
-
 def reference_code(exercise_id: str) -> str:
-    """The answer cell's code: the exercise's reference as written and its answer line (an older module's:
-    ``solve_K``, what it uses from its module, and the line that sets ``answer``)."""
+    """The answer cell's code: the exercise's reference as written, and its answer line."""
     entry = exercises.exercise(exercise_id)
-    if isinstance(entry, Exercise):
-        return f"{inspect.getsource(entry.reference).rstrip()}\n\n\n{entry.answer_line}"
-    solve = reference_function(exercise_id)
-    module = inspect.getmodule(solve)
-    source = inspect.getsource(module)
-    lines, tree = source.splitlines(), ast.parse(source)
-    bindings: dict[str, ast.stmt] = {}
-    for node in tree.body:
-        if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
-            for name in _bound_names(node):
-                bindings.setdefault(name, node)
-    if solve.__name__ not in bindings:
-        raise ValueError(
-            f"{module.__name__}.{solve.__name__} is not defined at its module's top level"
-        )
-    used: dict[ast.stmt, set[str]] = {}  # statement -> the names it is needed for
-    todo = [solve.__name__, "Path"]  # Path: the line that calls solve_K
-    while todo:
-        name = todo.pop()
-        node = bindings.get(name)
-        if node is None or name in used.get(node, set()):
-            if node is None and name not in vars(builtins):
-                raise ValueError(
-                    f"{module.__name__}: {name!r} is used by the reference but not defined"
-                )
-            continue
-        first_time = node not in used
-        used.setdefault(node, set()).add(name)
-        if first_time:
-            todo += sorted(_free_names(node))
-    ordered = sorted(used, key=lambda n: n.lineno)
-    package = module.__package__ or ""
-    imports = [
-        _import_line(n, used[n], package)
-        for n in ordered
-        if isinstance(n, ast.Import | ast.ImportFrom)
-    ]
-    if not any(re.search(r"\bPath\b", line) for line in imports):
-        imports.append("from pathlib import Path")
-    definitions = [
-        _statement_text(lines, n)
-        for n in ordered
-        if not isinstance(n, ast.Import | ast.ImportFrom)
-        and not _statement_text(lines, n).lstrip().startswith("# Reference answers")
-    ]
-    blocks = [_grouped(imports), *definitions, f"answer = {solve.__name__}(Path.cwd())"]
-    return "\n\n\n".join(blocks)
-
-
-# --- the notebook's exercise texts and set-up ---------------------------------------------------------------
-
-
-def setup_statements(notebook: nbformat.NotebookNode, wanted: set[str]) -> list[str]:
-    """Statements of the notebook's "## Setup" code cells binding a ``wanted`` name, with those they need."""
-    statements, in_setup = [], False
-    for cell in notebook.cells:
-        if cell.cell_type == "markdown" and re.match(r"^## ", cell.source):
-            in_setup = cell.source.startswith("## Setup")
-        elif cell.cell_type == "code" and in_setup:
-            lines = cell.source.splitlines()
-            statements += [(n, _statement_text(lines, n)) for n in ast.parse(cell.source).body]
-    kept: set[int] = set()
-    wanted = set(wanted)
-    grew = True
-    while grew:
-        grew = False
-        for i, (node, _) in enumerate(statements):
-            if i not in kept and _bound_names(node) & wanted:
-                kept.add(i)
-                wanted |= _free_names(node)
-                grew = True
-    return [text for i, (_, text) in enumerate(statements) if i in kept]
-
-
-def _names_in_text(text: str) -> set[str]:
-    """Identifiers in the text's code spans (`...`)."""
-    return {
-        name
-        for span in re.findall(r"`([^`]+)`", text)
-        for name in re.findall(r"[A-Za-z_]\w*", span)
-    }
-
-
-def _names_imported(code: str) -> set[str]:
-    return {
-        name
-        for node in ast.walk(ast.parse(code))
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for name in _bound_names(node)
-    }
+    return f"{inspect.getsource(entry.reference).rstrip()}\n\n\n{entry.answer_line}"
 
 
 # --- the source notebook ------------------------------------------------------------------------------------
@@ -330,17 +153,9 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
     checked = sorted(e for e in exercises.all_exercises() if e.startswith(number + "."))
     if sorted(texts) != checked:
         raise ValueError(f"{path.name}: its exercise list {sorted(texts)} != its checks {checked}")
-    answers = {eid: reference_code(eid) for eid in texts}
-    declared = [exercises.exercise(eid) for eid in texts]
-    if all(isinstance(entry, Exercise) for entry in declared):
-        # the set-up each exercise declares, each line once
-        lines = [line for entry in declared for line in entry.setup.strip().splitlines()]
-        setup_code = list(dict.fromkeys(lines))
-    else:
-        wanted = set().union(
-            *map(_names_in_text, texts.values()), *map(_names_imported, answers.values())
-        )
-        setup_code = setup_statements(notebook, wanted)
+    # the set-up each exercise declares, each line once
+    lines = [line for eid in texts for line in exercises.exercise(eid).setup.strip().splitlines()]
+    setup_code = list(dict.fromkeys(lines))
     setup = "\n".join(
         [
             *setup_code,

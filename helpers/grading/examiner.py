@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from helpers.grading.checks._common import Wrong, seeded
+from helpers.grading.checks._common import Wrong
 
 
 @dataclass(frozen=True)
@@ -288,8 +288,8 @@ def fresh_folder(prefix: str = "run-") -> Path:
 
 @contextmanager
 def checking(seed: int):
-    """While a check of ``seed`` runs: its seed (older helpers read it through ``_common.rng``) and folder."""
-    with seeded(seed), tempfile.TemporaryDirectory(prefix="check-") as folder:
+    """While a check of ``seed`` runs: its folder, and the generator its cases are drawn from."""
+    with tempfile.TemporaryDirectory(prefix="check-") as folder:
         token = _WORKDIR.set(Path(folder))
         try:
             yield np.random.default_rng(seed)

@@ -1,8 +1,7 @@
 """Exercises that check themselves: ``check("01.2", my_answer)`` says what is right or what is wrong.
 
 The registry is found from the modules: each ``helpers/grading/checks/exNN.py`` lists its exercises in
-``EXERCISES`` (see ``helpers.grading.examiner``, the one examiner they all go through). Modules not yet written as
-data keep ``CHECKS`` (exercise id -> checker) and ``solve_K(workdir)`` references.
+``EXERCISES`` (see ``helpers.grading.examiner``, the one examiner they all go through).
 """
 
 from __future__ import annotations
@@ -14,10 +13,10 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from helpers.grading import checks as _checks_package
-from helpers.grading.checks._common import Wrong, seeded
+from helpers.grading.checks._common import Wrong
 from helpers.grading.examiner import Exercise, draw_seed, run_check
 
 
@@ -33,24 +32,22 @@ def check_modules() -> dict[str, Any]:
 
 
 @functools.cache
-def registry() -> dict[str, Exercise | Callable]:
-    """Every exercise id of the series -> its :class:`Exercise` (or a module's older checker)."""
-    found: dict[str, Exercise | Callable] = {}
+def registry() -> dict[str, Exercise]:
+    """Every exercise id of the series -> its :class:`Exercise`."""
+    found: dict[str, Exercise] = {}
     for number, module in check_modules().items():
-        entries = {e.id: e for e in getattr(module, "EXERCISES", [])}
-        entries.update(getattr(module, "CHECKS", {}))
-        for exercise_id, entry in entries.items():
-            if not exercise_id.startswith(number + ".") or exercise_id in found:
-                raise ValueError(f"{module.__name__} declares {exercise_id} twice or out of place")
-            found[exercise_id] = entry
+        for entry in module.EXERCISES:
+            if not entry.id.startswith(number + ".") or entry.id in found:
+                raise ValueError(f"{module.__name__} declares {entry.id} twice or out of place")
+            found[entry.id] = entry
     return found
 
 
-def all_exercises() -> dict[str, Exercise | Callable]:
+def all_exercises() -> dict[str, Exercise]:
     return dict(registry())
 
 
-def exercise(exercise_id: str) -> Exercise | Callable:
+def exercise(exercise_id: str) -> Exercise:
     known = registry()
     if exercise_id not in known:
         raise KeyError(f"no exercise {exercise_id!r}; known: {', '.join(sorted(known))}")
@@ -81,17 +78,8 @@ def listed(notebook: Path) -> dict[str, str]:
 
 
 def requirements(exercise_id: str) -> list[str]:
-    """The requirements ``exercise_id`` states, a point each when graded (an older check: one, the check)."""
-    entry = exercise(exercise_id)
-    if isinstance(entry, Exercise):
-        return [requirement.name for requirement in entry.requirements]
-    return [f"exercise {exercise_id}"]
-
-
-def reference(exercise_id: str) -> Callable[[Path], Any]:
-    """An older module's ``solve_K(workdir)`` for ``exercise_id``."""
-    module = check_modules()[exercise_id.split(".")[0]]
-    return getattr(module, f"solve_{int(exercise_id.split('.')[1])}")
+    """The requirements ``exercise_id`` states, a point each when graded."""
+    return [requirement.name for requirement in exercise(exercise_id).requirements]
 
 
 @dataclass
@@ -109,8 +97,7 @@ class Feedback:
         return self.ok
 
     def met(self, requirement: str) -> bool:
-        """Is ``requirement`` (one the exercise states) met? A check with no requirements of its own: is it
-        right."""
+        """Is ``requirement`` (one the exercise states) met? An answer of the wrong kind meets none."""
         return requirement not in self.unmet and (self.ok or bool(self.unmet))
 
     def why(self, requirement: str) -> str:
@@ -154,15 +141,10 @@ def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
     seed = draw_seed() if seed is None else int(seed)
     name = _name_of(answer)
     try:
-        if isinstance(entry, Exercise):
-            verdict = run_check(entry, answer, seed)
-            return Feedback(
-                exercise_id, verdict.ok, verdict.message, verdict.details, seed, name, verdict.unmet
-            )
-        with seeded(seed):
-            details = entry(answer)
+        verdict = run_check(entry, answer, seed)
     except Wrong as wrong:
+        # a module's own diagnosis where no requirement's judge can tell (each says why beside it)
         return Feedback(exercise_id, False, str(wrong), seed=seed, answer_name=name)
-    if isinstance(details, str):
-        details = [details]
-    return Feedback(exercise_id, True, "right!", list(details or []), seed=seed, answer_name=name)
+    return Feedback(
+        exercise_id, verdict.ok, verdict.message, verdict.details, seed, name, verdict.unmet
+    )

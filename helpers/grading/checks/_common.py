@@ -2,46 +2,12 @@
 
 from __future__ import annotations
 
-import contextvars
 import os
-from contextlib import contextmanager
 from pathlib import Path
 
 
 class Wrong(Exception):
     """Raised inside a checker with a message telling the learner what is not right yet."""
-
-
-# The seed of the check running now: ``helpers.grading.exercises.check`` draws a fresh one per call (or takes
-# the learner's ``seed=``) and sets it here; checkers make their inputs with ``rng()``, so a case repeats.
-_SEED: contextvars.ContextVar[int] = contextvars.ContextVar("exercise_seed")
-
-
-@contextmanager
-def seeded(value: int):
-    """Meanwhile ``seed()`` is ``value`` (``check`` wraps each checker call in it)."""
-    token = _SEED.set(int(value))
-    try:
-        yield int(value)
-    finally:
-        _SEED.reset(token)
-
-
-def seed() -> int:
-    """The seed of the check running now (a checker called outside ``check`` gets an error naming it)."""
-    try:
-        return _SEED.get()
-    except LookupError:
-        raise RuntimeError(
-            "no exercise seed is set: call the checker through helpers.grading.exercises.check"
-        ) from None
-
-
-def rng(stream: int = 0):
-    """A numpy Generator from the check's seed; ``stream`` gives independent draws for separate purposes."""
-    import numpy as np
-
-    return np.random.default_rng([seed(), stream])
 
 
 def as_model_path(answer) -> Path:
@@ -71,23 +37,6 @@ def load_model(answer):
         ) from err
 
 
-def require_callable(answer, signature: str):
-    """The answer must be the learner's function ``signature``."""
-    if not callable(answer):
-        raise Wrong(f"expected your function {signature}, got {type(answer).__name__}")
-    return answer
-
-
-def require_keys(answer, keys, shape: str) -> dict:
-    """The answer must be a dict (described by ``shape``) holding every key in ``keys``."""
-    if not isinstance(answer, dict):
-        raise Wrong(f"expected a dict {shape}, got {type(answer).__name__}")
-    missing = [k for k in keys if k not in answer]
-    if missing:
-        raise Wrong(f"expected the keys {list(keys)}, missing {missing} (got keys {list(answer)})")
-    return answer
-
-
 def session(model, options=None):
     """An ONNX Runtime CPU session for a path or serialized bytes; a Wrong if it cannot be loaded."""
     import onnxruntime as ort
@@ -107,10 +56,6 @@ def contract_input(digits_uint8):
     import numpy as np
 
     return (np.asarray(digits_uint8).astype(np.float32) / 255.0)[:, None]
-
-
-def dims(value_info) -> list:
-    return [d.dim_param or d.dim_value for d in value_info.type.tensor_type.shape.dim]
 
 
 def test_images(n: int):
