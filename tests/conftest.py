@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -57,29 +56,13 @@ def flat_model(tmp_path):
     return tmp_path / "flat.onnx"
 
 
-# Tiers (markers registered in pyproject.toml). A notebook is slow and has its "markers" from notebooks/series.json
-# (and "artifacts" if it makes files others read); a test file has those below; test_checks_exNN.py and
-# test_exercises.py's [NN.K] items those of NEEDS["NN"]. `make test` runs the "artifacts" notebooks first, then the
-# rest on both cores (pytest-xdist, a file to a worker) but for the "solo" ones, run last, alone: the notebooks
-# that measure speed, the test that starts a Ray cluster, and the tensorflow tests (pytest-isolated starts its
-# child from the main process only, not from an xdist worker).
-FILE_MARKERS = {
-    "test_bundle.py": ["slow"],
-    "test_bare_env.py": ["slow"],
-    "test_lab_startup.py": ["slow"],
-    "test_web.py": ["slow"],
-    "test_checks_ex01.py": ["slow"],
-    "test_jupyterlab_browser.py": ["browser"],
-    "test_web_page.py": ["browser"],
-    "test_formgrader_browser.py": ["browser"],
-    # nbgrader grades whole classes; its full-marks runs add the tiers of NEEDS
-    "test_classroom.py": ["slow"],
-    "test_llm.py": ["llm"],
-    "test_ray_cluster.py": ["ray", "solo"],
-    # Serve's application and the load test's bounds, without starting Ray
-    "test_ray_serve.py": ["ray"],
-}
-NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
+# Tiers (markers registered in pyproject.toml). A test file declares its own (``pytestmark``), a test or a
+# parameter its own (tests/test_grading.py takes each exercise's from its ``Exercise.marks``); a notebook is slow
+# and has the "markers" of its notebooks/series.json entry, and "artifacts" if it makes files others read.
+# `make test` runs the "artifacts" notebooks first, then the rest on both cores (pytest-xdist, a file to a worker)
+# but for the "solo" ones, run last, alone: the notebooks that measure speed, the test that starts a Ray cluster,
+# and the tensorflow tests (pytest-isolated starts its child from the main process only, not from an xdist
+# worker).
 # With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults (as torch
 # imports triton). So every tensorflow test of tests/ runs in one child pytest that pytest-isolated starts (one
 # group: TensorFlow is imported once); a notebook runs in a kernel of its own anyway. The main process (and every
@@ -87,9 +70,8 @@ NEEDS = {"02": ["tensorflow"], "07": ["llm"], "08": ["llm"]}
 TENSORFLOW_GROUP = pytest.mark.isolated(group="tensorflow", timeout=3600)
 TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
 TENSORFLOW_CHECK = "test_tensorflow_apart.py::test_this_pytest_process_never_imported_tensorflow"
-ISOLATED_CHILD = (
-    "PYTEST_RUNNING_IN_SUBPROCESS"  # pytest-isolated sets it in the child pytest it starts
-)
+# pytest-isolated sets it in the child pytest it starts
+ISOLATED_CHILD = "PYTEST_RUNNING_IN_SUBPROCESS"
 
 
 def runs_tensorflow(item) -> bool:
@@ -99,20 +81,13 @@ def runs_tensorflow(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-isolated groups the items it finds marked
 def pytest_collection_modifyitems(items):
-    """Mark every item with its tiers; the tensorflow tests of tests/ go to pytest-isolated's child pytest."""
+    """Mark each notebook with its tiers; the tensorflow tests of tests/ go to pytest-isolated's child pytest."""
     meta = series_meta()
     for item in items:
-        number = re.search(
-            r"test_checks_ex(\d\d)\.py::|test_exercises\.py::.*\[(\d\d)\.", item.nodeid
-        )
-        names = (
-            ["slow", *meta.get(item.path.name, {}).get("markers", [])]
-            if item.path.suffix == ".ipynb"
-            else FILE_MARKERS.get(item.path.name, [])
-            + NEEDS.get(number and (number[1] or number[2]), [])
-        )
-        for name in names + ["artifacts"] * makes_artifacts(item):
-            item.add_marker(name)
+        if item.path.suffix == ".ipynb":
+            names = ["slow", *meta.get(item.path.name, {}).get("markers", [])]
+            for name in names + ["artifacts"] * makes_artifacts(item):
+                item.add_marker(name)
         if runs_tensorflow(item):
             item.add_marker(TENSORFLOW_GROUP)
         if runs_tensorflow(item) or item.nodeid.endswith(TENSORFLOW_CHECK):

@@ -25,7 +25,6 @@ import nbformat
 import pytest
 
 from helpers.grading import classroom
-from helpers.grading.examiner import Exercise
 from helpers.grading.exercises import all_exercises, exercise, requirements
 from helpers.pipeline.artifacts import notebook_paths
 
@@ -331,14 +330,10 @@ def test_the_release_holds_no_reference_and_the_source_does(tmp_path):
 
 
 def assignment_marks(number: str) -> list:
-    """The tiers its exercises need (an old-style check module's come from conftest's NEEDS)."""
-    from conftest import NEEDS
-
-    names = set(NEEDS.get(number, []))
-    for eid in all_exercises():
-        entry = exercise(eid)
-        if eid.startswith(number + ".") and isinstance(entry, Exercise):
-            names |= set(entry.marks)
+    """The tiers its exercises need."""
+    names = {
+        m for eid, e in all_exercises().items() if eid.startswith(number + ".") for m in e.marks
+    }
     return [getattr(pytest.mark, name) for name in sorted(names)]
 
 
