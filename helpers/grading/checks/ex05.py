@@ -354,9 +354,8 @@ def _eight_bits(case, got, want):
 
 def _ranges(got, want):
     if got["input range"] is None:
-        raise ValueError(
-            "no QuantizeLinear on the input"
-        )  # judged "not judged": the layers are not met
+        # judged "not judged": the layers are not met
+        raise ValueError("no QuantizeLinear on the input")
     return got["input range"], want["input range"]
 
 
@@ -1192,9 +1191,8 @@ def int4_cases(rng):
         mlp = fresh_model(rng, "mlp", int(trans_b))
         name_in, name_out = str(rng.choice(NAMES)), str(rng.choice(OUTPUTS))
         path = fresh_folder("fp32-") / "mlp.onnx"
-        onnx.save(
-            varied_model(mlp, block, name_in, name_out), path
-        )  # valid ONNX: check_model passes it
+        # valid ONNX: check_model passes it
+        onnx.save(varied_model(mlp, block, name_in, name_out), path)
         label = f"the check's MLP (a Gemm with transB={trans_b}, a MatMul), block_size {block}"
         cases.append(Case(label, (path, block), {"x": x, "trans_b": int(trans_b)}))
     return cases
