@@ -297,7 +297,7 @@ def sync(root: Path = REPO_ROOT) -> list[Path]:
     return list(stale)
 
 
-def check(root: Path = REPO_ROOT) -> str:
+def sync_diff(root: Path = REPO_ROOT) -> str:
     """'' when everything is in sync, else a readable report with a diff for each stale file."""
 
     def nav_text(text: str) -> str:  # the top and bottom cells are the same text: show it once
@@ -417,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("sync", help="write the navigation cells and the README table")
-    sub.add_parser("check", help="exit 1 with a diff when sync would change anything")
+    sub.add_parser("diff", help="exit 1 with a diff when sync would change anything")
     sub.add_parser("budget", help="words and code lines of every core path, and their total")
     p_html = sub.add_parser("html", help="executed HTML copy of every notebook + index.html")
     p_html.add_argument("--out", type=Path, default=Path("build/html"))
@@ -435,8 +435,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         elif args.command == "budget":
             print(budget(args.root))
-        elif args.command == "check":
-            report = check(args.root)
+        elif args.command == "diff":
+            report = sync_diff(args.root)
             print(report or "navigation and README table are in sync")
             return 1 if report else 0
         else:

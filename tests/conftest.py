@@ -115,7 +115,7 @@ _build: list = []  # the build lock while this process runs the notebooks making
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """While nbval runs the notebooks making artifacts, this process holds the lock ``make artifacts`` and every
-    ``require_artifact`` take: nobody else builds those files meanwhile, and their kernels (started inside,
+    ``ensure_artifact`` take: nobody else builds those files meanwhile, and their kernels (started inside,
     inheriting LOCK_HELD) build their inputs themselves. Released after the last of them (its kernel shut down)."""
     if makes_artifacts(item) and not _build and not os.environ.get(LOCK_HELD):
         _build.append(build_lock())

@@ -22,7 +22,7 @@ from PIL import Image
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
 from helpers.measure import footprint
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 
 # builds notebook 03's bare environment and the training stacks
 pytestmark = pytest.mark.slow
@@ -165,7 +165,7 @@ def test_bare_env_is_cached_and_keyed_on_the_requirements(bare, tmp_path, monkey
 # --------------------------------------------------------------------------- the predictions
 @pytest.mark.parametrize("model_name", MODELS)
 def test_bare_env_predictions_match_the_full_environment(bare, samples, model_name):
-    model = built_artifact(model_name)
+    model = existing_artifact(model_name)
     result = run_cli(bare[1], model, *samples["files"], "--json", cwd=samples["folder"])
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
@@ -190,7 +190,7 @@ def test_bare_env_predictions_match_the_full_environment(bare, samples, model_na
 
 
 def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp_path):
-    model = built_artifact(MODELS[0])
+    model = existing_artifact(MODELS[0])
     as_module = run_cli(bare[1], model, *samples["files"], cwd=samples["folder"])
     by_path = run_cli(bare[1], model, *samples["files"], cwd=samples["folder"], by_path=True)
     assert as_module.returncode == by_path.returncode == 0, as_module.stderr + by_path.stderr
@@ -208,7 +208,7 @@ def test_bare_env_runs_the_program_by_path_and_as_a_lone_copy(bare, samples, tmp
 
 
 def test_bare_env_reports_bad_inputs_with_the_documented_exit_codes(bare, samples, tmp_path):
-    model = built_artifact(MODELS[0])
+    model = existing_artifact(MODELS[0])
     Image.fromarray(np.zeros((32, 32), np.uint8)).save(tmp_path / "big.png")
     (tmp_path / "model.onnx").write_bytes(b"\x00not a model")
     cases = [
@@ -241,7 +241,7 @@ def test_bare_env_preprocesses_canvas_drawings_like_the_full_environment(bare, t
             ),
             "RGBA",
         ).save(tmp_path / name)
-    args = [built_artifact(MODELS[0]), *files, "--json"]
+    args = [existing_artifact(MODELS[0]), *files, "--json"]
     in_bare, in_full = (
         run_cli(python, *args, cwd=tmp_path, program="helpers.classify_drawing")
         for python in (bare[1], sys.executable)

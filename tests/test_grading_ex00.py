@@ -8,7 +8,7 @@ import onnx
 
 from helpers.grading.checks.ex00 import _with_onnxruntime, linear_classifier
 from helpers.grading.exercises import check
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 
 
 def test_a_model_saved_to_a_file_is_checked_from_its_path(tmp_path):
@@ -23,5 +23,5 @@ def test_onnx_runtime_works_again_after_a_check_refused_it():
     """00.2 forbids ONNX Runtime while the interpreter runs by patching Session.run: the learner's kernel keeps a
     working runtime after the check, which no verdict shows."""
     assert not check("00.2", _with_onnxruntime, seed=7).ok
-    model = onnx.load(built_artifact("mnist_mlp_pytorch.onnx"))
+    model = onnx.load(existing_artifact("mnist_mlp_pytorch.onnx"))
     assert _with_onnxruntime(model, np.zeros((1, 1, 28, 28), np.float32)).shape == (1, 10)

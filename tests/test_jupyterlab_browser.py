@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from helpers.data.paths import NOTEBOOKS, artifacts_dir
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 
 pytestmark = pytest.mark.browser
 
@@ -226,7 +226,7 @@ def test_run_all_cells_in_jupyterlab(
     from selenium.webdriver.common.by import By
 
     # notebook 00 reads it: missing, this fails naming notebook 01
-    built_artifact("mnist_mlp_pytorch.onnx")
+    existing_artifact("mnist_mlp_pytorch.onnx")
     t0 = time.monotonic()
     browser.get(f"{lab['base']}/lab/tree/{NOTEBOOK}?token={lab['token']}")
     n_code = sum(

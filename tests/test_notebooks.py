@@ -71,7 +71,7 @@ def test_at_most_40_cells_besides_navigation(path):
 @pytest.mark.parametrize("path", NOTEBOOK_PATHS, ids=IDS)
 def test_lessons_use_the_libraries_idioms(path):
     """Learners copy what they see: no project plumbing (atomic_path), no NBVAL_ markers (inert under --nbval-lax),
-    require_artifact where the file is needed, a Going deeper that opens with its own list of what it adds."""
+    ensure_artifact where the file is needed, a Going deeper that opens with its own list of what it adds."""
     nb = nbformat.read(path, as_version=4)
     heading = None
     for i, cell in enumerate(nb.cells):
@@ -88,12 +88,12 @@ def test_lessons_use_the_libraries_idioms(path):
             pytest.fail(
                 f"{path.name} cell {i}: atomic_path in a lesson (use the library's own save)"
             )
-        elif "require_artifact(" in cell.source:
+        elif "ensure_artifact(" in cell.source:
             where_ok = (
                 heading
                 and (heading[0] == "## Setup" or heading[0].startswith("### "))
                 and heading[1] == i - 1
             )
             assert where_ok, (
-                f"{path.name} cell {i}: require_artifact outside Setup or a Going deeper subsection's top"
+                f"{path.name} cell {i}: ensure_artifact outside Setup or a Going deeper subsection's top"
             )

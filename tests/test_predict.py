@@ -27,7 +27,7 @@ from helpers import predict as P
 from helpers import preprocess as D
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 
 PREDICT_PY = REPO_ROOT / "helpers" / "predict.py"
 
@@ -77,7 +77,7 @@ def model_path(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mnist_model():
-    return str(built_artifact("mnist_mlp_pytorch.onnx"))  # built by `make artifacts`
+    return str(existing_artifact("mnist_mlp_pytorch.onnx"))  # built by `make artifacts`
 
 
 # ------------------------------------------------------------------- an independent PNG encoder

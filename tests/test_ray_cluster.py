@@ -84,11 +84,11 @@ def test_a_cluster_started_with_ray_start_runs_the_notebooks_code_and_a_submitte
     import pyarrow.parquet as pq
 
     from helpers.data.ray_digits import ray_folders
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
     from helpers.ray_cluster import LocalRayCluster
 
     paths, ids, digits = digit_files
-    model_path = built_artifact("mnist_mlp_pytorch.onnx")
+    model_path = existing_artifact("mnist_mlp_pytorch.onnx")
     plain = plain_digits(model_path, digits)[np.argsort(ids)]
     started = []
     cluster = LocalRayCluster(workers=2, cpus=1)
@@ -267,11 +267,11 @@ def test_a_one_cpu_cluster_refuses_the_job_and_a_head_with_one_worker_runs_it_to
 ):
     """The smallest cluster notebook 09 describes (a head and one worker, 1 CPU each) runs the job with its
     defaults (--actors 2); a head alone is refused before any work, in bounded time."""
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
     from helpers.ray_cluster import LocalRayCluster
 
     paths, ids, digits = digit_files
-    model_path = built_artifact("mnist_mlp_pytorch.onnx")
+    model_path = existing_artifact("mnist_mlp_pytorch.onnx")
     plain = plain_digits(model_path, digits)[np.argsort(ids)]
     job_dir, started = job_folder(tmp_path, model_path), []
     cluster = LocalRayCluster(workers=0, cpus=1)

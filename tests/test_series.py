@@ -123,13 +123,13 @@ def assert_nav_links_exist(notebooks: Path) -> None:
 
 
 def test_sync_writes_nav_and_table_then_is_idempotent(tiny_series):
-    assert cli(tiny_series, "check").returncode == 1
+    assert cli(tiny_series, "diff").returncode == 1
     changed = series.sync(tiny_series)
     assert len(changed) == 4  # README + 3 notebooks
     before = snapshot(tiny_series)
     assert series.sync(tiny_series) == []
     assert snapshot(tiny_series) == before, "a second sync changed files"
-    result = cli(tiny_series, "check")
+    result = cli(tiny_series, "diff")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "in sync" in result.stdout
 
@@ -175,7 +175,7 @@ def test_renamed_notebook_makes_check_fail_with_a_clear_message(tiny_series):
     series.sync(tiny_series)
     nbs = tiny_series / "notebooks"
     (nbs / "01_export_things.ipynb").rename(nbs / "01_save_things.ipynb")
-    result = cli(tiny_series, "check")
+    result = cli(tiny_series, "diff")
     assert result.returncode == 1
     out = result.stdout
     assert "README.md: the notebook table differs" in out
@@ -185,7 +185,7 @@ def test_renamed_notebook_makes_check_fail_with_a_clear_message(tiny_series):
     assert "notebooks/02_run_things.ipynb: navigation cells differ" in out
     assert "python -m helpers.series sync" in out
     series.sync(tiny_series)
-    assert series.check(tiny_series) == ""
+    assert series.sync_diff(tiny_series) == ""
 
 
 def test_added_notebook_makes_check_fail_until_synced(tiny_series):
@@ -196,7 +196,7 @@ def test_added_notebook_makes_check_fail_until_synced(tiny_series):
         "Quantize things",
         "Make it small.",
     )
-    report = series.check(tiny_series)
+    report = series.sync_diff(tiny_series)
     assert (
         "+| [03 · Quantize things](notebooks/03_quantize_things.ipynb) | Make it small. |" in report
     )
@@ -205,7 +205,7 @@ def test_added_notebook_makes_check_fail_until_synced(tiny_series):
     assert "notebooks/02_run_things.ipynb: navigation cells differ" in report
     assert "notebooks/00_open_things.ipynb" not in report  # untouched neighbours stay quiet
     series.sync(tiny_series)
-    assert series.check(tiny_series) == ""
+    assert series.sync_diff(tiny_series) == ""
 
 
 def test_hand_edited_or_moved_nav_cell_is_detected(tiny_series):
@@ -214,14 +214,15 @@ def test_hand_edited_or_moved_nav_cell_is_detected(tiny_series):
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(3, nb.cells.pop(1))  # moved below the Setup heading
     nbformat.write(nb, path)
-    assert "01_export_things.ipynb: navigation cells are missing or out of place" in series.check(
-        tiny_series
+    assert (
+        "01_export_things.ipynb: navigation cells are missing or out of place"
+        in series.sync_diff(tiny_series)
     )
     series.sync(tiny_series)
     nb = nbformat.read(path, as_version=4)
     nb.cells[1].source = nb.cells[1].source.replace("Contents", "Index")
     nbformat.write(nb, path)
-    assert "01_export_things.ipynb: navigation cells differ" in series.check(tiny_series)
+    assert "01_export_things.ipynb: navigation cells differ" in series.sync_diff(tiny_series)
 
 
 def test_teaches_come_from_the_notebook_and_run_times_from_series_json(tiny_series):
@@ -253,7 +254,7 @@ def test_bad_titles_are_reported_clearly(tiny_series):
     path = make_notebook(
         tiny_series / "notebooks" / "01_export_things.ipynb", "07", "Export things", "x"
     )
-    result = cli(tiny_series, "check")
+    result = cli(tiny_series, "diff")
     assert result.returncode == 2
     assert "01_export_things.ipynb: title says notebook 07, the file name says 01" in result.stderr
     nb = nbformat.read(path, as_version=4)
@@ -378,7 +379,7 @@ def test_html_record_times_executes_in_fresh_kernels(tiny_series):
         e.path.name for e in entries.values()
     )
     assert "not measured" not in (tiny_series / "README.md").read_text()
-    assert series.check(tiny_series) == ""
+    assert series.sync_diff(tiny_series) == ""
     # nothing to record
     assert cli(tiny_series, "html", "--no-execute", "--record-times").returncode == 2
 
@@ -403,7 +404,7 @@ def test_failing_notebook_keeps_the_previous_html_build(tiny_series):
 
 def test_repository_navigation_and_readme_table_are_in_sync():
     """A sync would change nothing (so the real series is a fixed point of sync), and its nav links all resolve."""
-    report = series.check(REPO_ROOT)
+    report = series.sync_diff(REPO_ROOT)
     if report:
         pytest.fail(report, pytrace=False)
     assert_nav_links_exist(NOTEBOOKS)
@@ -485,7 +486,7 @@ def test_core_paths_fit_a_three_hour_class():
 
 def test_sync_collects_the_save_cells_into_generated_modules(tiny_series):
     """d2l's build step: every #@save cell, in order, in helpers/lessons.py (torch cells in lessons_torch.py),
-    each definition named after its notebook, imports hoisted, other cells left out; check() sees drift."""
+    each definition named after its notebook, imports hoisted, other cells left out; sync_diff() sees drift."""
     import importlib.util
 
     path = tiny_series / "notebooks" / "03_teach_things.ipynb"
@@ -514,10 +515,10 @@ def test_sync_collects_the_save_cells_into_generated_modules(tiny_series):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.halve(module.SCALE) == pytest.approx(1.5707963)
-    assert series.check(tiny_series) == ""
+    assert series.sync_diff(tiny_series) == ""
     nb.cells[-1].source = "#@save\ndef halve(x):\n    return x * 0.5"
     nbformat.write(nb, path)
-    assert "helpers/lessons.py: differs from the notebooks' #@save cells" in series.check(
+    assert "helpers/lessons.py: differs from the notebooks' #@save cells" in series.sync_diff(
         tiny_series
     )
     nb.cells[-1].source = "#@save\ndef halve(x) return x"

@@ -25,7 +25,7 @@ from helpers import preprocess as D
 from helpers.data.drawings import draw, variants
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 from helpers.webserver import ORT_DIST, PageServer
 
 # runs Node.js on every model file
@@ -83,7 +83,7 @@ def mnist():
 # --------------------------------------------------------------------------------------- parity
 @pytest.mark.parametrize("name", MNIST_FILES)
 def test_node_gives_python_onnxruntime_logits_on_all_test_images(node, mnist, tmp_path, name):
-    model = built_artifact(name)
+    model = existing_artifact(name)
     report = node_report(node, model, mnist.x_test, tmp_path)  # uint8 [10000, 28, 28]
     session, py = python_logits(model, mnist.x_test)
     assert report["input"]["name"] == session.get_inputs()[0].name
@@ -106,7 +106,7 @@ QUANTIZED = [
 @pytest.mark.parametrize("name", QUANTIZED)
 def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
     """Notebook 05's variants, in the page's picker: Python's digit on >= 99 % (kernels round per instruction set)."""
-    model = built_artifact(name)
+    model = existing_artifact(name)
     js = np.array(
         node_report(node, model, mnist.x_test[:2000], tmp_path)["logits"], dtype=np.float32
     )
@@ -117,7 +117,7 @@ def test_node_runs_the_quantized_files_like_python(node, mnist, tmp_path, name):
 
 def test_node_times_batch_one(node, mnist, tmp_path):
     latency = node_report(
-        node, built_artifact(MNIST_FILES[0]), mnist.x_test[:1], tmp_path, "--time", 50
+        node, existing_artifact(MNIST_FILES[0]), mnist.x_test[:1], tmp_path, "--time", 50
     )["latency_us"]
     assert latency["runs"] == 50 and latency["median"] > 0
 
@@ -125,7 +125,7 @@ def test_node_times_batch_one(node, mnist, tmp_path):
 # ------------------------------------------------------------------------------------ bad inputs
 def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path, flat_model):
     np.save(tmp_path / "x.npy", mnist.x_test[:2])
-    good = built_artifact(MNIST_FILES[0]).read_bytes()
+    good = existing_artifact(MNIST_FILES[0]).read_bytes()
     (tmp_path / "text.onnx").write_text("this is not a protobuf")
     (tmp_path / "cut.onnx").write_bytes(good[: len(good) // 3])
     (tmp_path / "empty.onnx").write_bytes(b"")
@@ -149,7 +149,7 @@ def test_node_refuses_files_that_are_not_mnist_classifiers(node, mnist, tmp_path
 
 
 def test_node_input_and_usage_errors(node, tmp_path):
-    model = built_artifact(MNIST_FILES[0])
+    model = existing_artifact(MNIST_FILES[0])
     np.save(tmp_path / "big.npy", np.zeros((2, 32, 32), np.uint8))
     np.save(tmp_path / "int.npy", np.zeros((2, 28, 28), np.int64))
     np.save(tmp_path / "blank.npy", np.zeros((1, 50, 50, 4), np.uint8))
@@ -198,7 +198,11 @@ def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(
 ):
     """classify.mjs refuses them with the exit code and message of helpers.predict, each naming its own way to read
     drawings (``--preprocess mnist`` in Node, helpers.classify_drawing in Python); --invert reads them right."""
-    model, digits, labels = built_artifact(MNIST_FILES[0]), mnist.x_test[:200], mnist.y_test[:200]
+    model, digits, labels = (
+        existing_artifact(MNIST_FILES[0]),
+        mnist.x_test[:200],
+        mnist.y_test[:200],
+    )
     dark = dark_on_light(digits, form, tmp_path)
     np.save(tmp_path / "dark.npy", dark)
     result = run_node(node, model, tmp_path / "dark.npy")
@@ -217,7 +221,7 @@ def test_node_refuses_dark_digits_on_light_backgrounds_with_pythons_message(
 
 
 def test_node_invert_on_light_digits_and_with_preprocess_is_refused(node, mnist, tmp_path):
-    model = built_artifact(MNIST_FILES[0])
+    model = existing_artifact(MNIST_FILES[0])
     np.save(tmp_path / "mnist.npy", mnist.x_test[:5])
     result = run_node(node, model, tmp_path / "mnist.npy", "--invert")
     assert (
@@ -243,7 +247,7 @@ def test_preprocessing_in_js_equals_python_on_the_same_drawings(node, mnist, tmp
         pythons.append(D.mnist_preprocess(D.find_ink(P.read_png(tmp_path / f"d{i}.png"))))
     report = node_report(
         node,
-        built_artifact(MNIST_FILES[0]),
+        existing_artifact(MNIST_FILES[0]),
         np.stack(drawings),
         tmp_path,
         "--preprocess",
@@ -280,7 +284,7 @@ def test_preprocessing_variants_agree_on_a_centred_test_digit(node, mnist, tmp_p
 # ------------------------------------------------------------------------- classify_drawing accuracy
 def test_classify_drawing_on_drawn_test_digits(mnist, tmp_path):
     """Drawn digits classified through the CLI almost as well as the un-drawn digits themselves."""
-    model = built_artifact(MNIST_FILES[0])
+    model = existing_artifact(MNIST_FILES[0])
     rng = np.random.default_rng(4)
     picked = rng.choice(len(mnist.x_test), 80, replace=False)
     labels = mnist.y_test[picked]
@@ -321,7 +325,7 @@ def test_classify_drawing_on_drawn_test_digits(mnist, tmp_path):
 
 
 def test_classify_drawing_refuses_empty_drawings_and_invert(tmp_path, capsys):
-    model = str(built_artifact(MNIST_FILES[0]))
+    model = str(existing_artifact(MNIST_FILES[0]))
     Image.fromarray(np.full((100, 120), 255, np.uint8)).save(tmp_path / "white.png")
     Image.fromarray(np.zeros((100, 120, 4), np.uint8), "RGBA").save(tmp_path / "clear.png")
     Image.fromarray(np.full((100, 120), 128, np.uint8)).save(tmp_path / "grey.png")
@@ -343,7 +347,7 @@ def test_classify_drawing_refuses_empty_drawings_and_invert(tmp_path, capsys):
 # ------------------------------------------------------------------------------------ the server
 def test_page_server_serves_page_runtime_and_listed_models_only():
     name = MNIST_FILES[0]
-    built_artifact(name)
+    existing_artifact(name)
     with PageServer([{"label": "PyTorch MLP", "file": name}]) as server:
 
         def get(path):
@@ -359,7 +363,7 @@ def test_page_server_serves_page_runtime_and_listed_models_only():
         assert json.loads(get("models.json")[2]) == [
             {"label": "PyTorch MLP", "url": f"models/{name}"}
         ]
-        assert get(f"models/{name}")[2] == built_artifact(name).read_bytes()
+        assert get(f"models/{name}")[2] == existing_artifact(name).read_bytes()
         for path in (
             "models/mnist_mlp_keras.onnx",
             "ort/../../../README.md",
@@ -382,7 +386,7 @@ def test_page_server_command_line_prints_its_address_and_serves(tmp_path):
 
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
-    (artifacts / MNIST_FILES[0]).write_bytes(built_artifact(MNIST_FILES[0]).read_bytes())
+    (artifacts / MNIST_FILES[0]).write_bytes(existing_artifact(MNIST_FILES[0]).read_bytes())
     (artifacts / "web_models.json").write_text(
         json.dumps(
             [

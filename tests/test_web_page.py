@@ -18,7 +18,7 @@ from helpers.data.atomic import atomic_path
 from helpers.data.drawings import draw
 from helpers.data.mnist import load_mnist
 from helpers.data.paths import artifacts_dir
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 from helpers.webserver import FP32_MODELS, PageServer
 
 pytestmark = pytest.mark.browser
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def server():
-    models = [{"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS]
+    models = [{"label": label, "file": existing_artifact(name).name} for label, name in FP32_MODELS]
     with PageServer(models) as running:
         yield running
 
@@ -115,7 +115,7 @@ def test_page_classifies_drawn_test_digits_like_python_onnxruntime(browser, serv
             f"{label} to open",
             f"window.digitPage.ready && window.digitPage.model === {label!r}",
         )
-        session = ort.InferenceSession(built_artifact(name), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(existing_artifact(name), providers=["CPUExecutionProvider"])
         for k, index in enumerate(picked):
             shift = (int(40 * np.sin(k)), int(40 * np.cos(k)))
             shown = paint(
@@ -217,7 +217,7 @@ def test_opening_files_that_are_not_digit_classifiers_says_why(
 def test_a_model_that_cannot_be_fetched_is_not_called_a_bad_model(browser):
     """A model missing (404) or its server stopped (kernel gone) is said so; the picker returns to the one in use."""
     models = [
-        {"label": label, "file": built_artifact(name).name} for label, name in FP32_MODELS[:2]
+        {"label": label, "file": existing_artifact(name).name} for label, name in FP32_MODELS[:2]
     ]
     first, second = (m["label"] for m in models)
     server = PageServer(models).start()

@@ -2,8 +2,8 @@
 
 ``python -m helpers.pipeline.artifacts build [FILE...]`` (``make artifacts``) runs the notebooks making the files
 that do not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
-``require_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
-``built_artifact``, which never trains: it names the notebook to run instead. ``make test`` runs the notebooks
+``ensure_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
+``existing_artifact``, which never trains: it names the notebook to run instead. ``make test`` runs the notebooks
 making files first, under the same lock (tests/conftest.py), so each runs once and the tests find their files.
 """
 
@@ -125,7 +125,7 @@ def build_lock():
     return FileLock(artifacts_dir() / ".build.lock")
 
 
-def built_artifact(filename: str) -> Path:
+def existing_artifact(filename: str) -> Path:
     """Path of ``artifacts/<filename>`` when it loads; never runs a notebook: else an error naming the one to run."""
     path, producer = artifacts_dir() / filename, _producer(filename)
     problem = loads(path)
@@ -177,10 +177,10 @@ def build(*filenames: str) -> list[str]:
     return ran
 
 
-def require_artifact(filename: str) -> Path:
+def ensure_artifact(filename: str) -> Path:
     """Path of ``artifacts/<filename>``, a model that loads (a Setup's call: else its notebook runs first)."""
     with contextlib.suppress(FileNotFoundError):
-        return built_artifact(filename)
+        return existing_artifact(filename)
     build(filename)
     return artifacts_dir() / filename
 

@@ -777,9 +777,9 @@ def interpreter_cases(rng):
     import onnx
 
     from helpers.grading.checks._common import test_images
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
-    exported = onnx.load(built_artifact("mnist_mlp_pytorch.onnx"))
+    exported = onnx.load(existing_artifact("mnist_mlp_pytorch.onnx"))
     images, _ = test_images(10_000)
     sizes = int(rng.integers(2, 7)), 1, int(rng.integers(7, 10))
     models = {
@@ -1072,9 +1072,9 @@ def _with_onnxruntime(model, image):
 @functools.cache
 def _a_session_made_before():
     from helpers.grading.checks._common import session
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
-    return session(built_artifact("mnist_mlp_pytorch.onnx"))
+    return session(existing_artifact("mnist_mlp_pytorch.onnx"))
 
 
 def _with_a_session_made_before(model, image):

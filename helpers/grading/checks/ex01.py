@@ -35,12 +35,12 @@ def trained_mlp():
     from onnx import numpy_helper
 
     from helpers.lessons_torch import MnistMLP
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
     model = MnistMLP()
     weights = {
         init.name: torch.from_numpy(numpy_helper.to_array(init).copy())
-        for init in onnx.load(built_artifact("mnist_mlp_pytorch.onnx")).graph.initializer
+        for init in onnx.load(existing_artifact("mnist_mlp_pytorch.onnx")).graph.initializer
     }
     model.load_state_dict({name: weights[name] for name in model.state_dict()})
     return model.eval()

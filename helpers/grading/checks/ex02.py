@@ -48,10 +48,10 @@ def trained_model():
     """Notebook 02's trained `model` (the MLP of section 1, saved as artifacts/mnist_mlp_keras.keras).
 
     In the notebook ``model`` is already there; a solution file loads it."""
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
     _, keras, _ = _tf()
-    return keras.saving.load_model(built_artifact("mnist_mlp_keras.keras"))
+    return keras.saving.load_model(existing_artifact("mnist_mlp_keras.keras"))
 
 
 # --- what a file declares and returns, as the requirements read it -------------------------------------------

@@ -25,7 +25,7 @@ from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import contract_input
 from helpers.grading.checks._common import session as _session
 from helpers.grading.examiner import Case, Exercise, Mistake, Raised, Requirement, fresh_folder
-from helpers.pipeline.artifacts import built_artifact, require_artifact
+from helpers.pipeline.artifacts import ensure_artifact, existing_artifact
 
 # float16 may flip a rare borderline digit; a wrong scale or layout flips many
 AGREEMENT = 0.995
@@ -91,7 +91,7 @@ def build_copies(source: Path, folder: Path, copies: list) -> None:
 def _built(copies: str) -> tuple[bytes, ...]:
     """The copies (JSON of ``build_copies``' list), built by another process into a fresh folder, as bytes."""
     folder = fresh_folder("copies-")
-    source = built_artifact("mnist_mlp_pytorch.onnx")
+    source = existing_artifact("mnist_mlp_pytorch.onnx")
     result = subprocess.run(
         [sys.executable, "-m", "helpers.grading.checks.ex03", str(source), str(folder), copies],
         capture_output=True,
@@ -107,7 +107,7 @@ def _cases(rng, copies: list, counts: list[int]) -> list[Case]:
     fresh test digits."""
     key = int(rng.integers(2**31))
     spec = [[f"{k}.onnx", i, o, d, s, key * 16 + k] for k, (_, i, o, d, s) in enumerate(copies)]
-    sessions = [_session(built_artifact("mnist_mlp_pytorch.onnx"))]
+    sessions = [_session(existing_artifact("mnist_mlp_pytorch.onnx"))]
     sessions += [_session(model) for model in _built(json.dumps(spec))]
     names = ["the PyTorch file"] + [description for description, *_ in copies]
     cases = []
@@ -430,7 +430,7 @@ def _feed_as_declared(session, images, pixels=None, outputs=None):
 
 
 def notebook_01_file(session, images):  # the session is ignored: notebook 01's file, opened again
-    original = _session(built_artifact("mnist_mlp_pytorch.onnx"))
+    original = _session(existing_artifact("mnist_mlp_pytorch.onnx"))
     return original.run(None, {"image": contract_input(images)})[0].argmax(1)
 
 
@@ -700,7 +700,7 @@ TOLERANCE = 5e-4 + 1e-9
 def shift_curve():
     """The PyTorch file's accuracy on the 10,000 test digits moved k = 0..6 pixels right, black from the left."""
     mnist = load_mnist()
-    session = ort.InferenceSession(require_artifact("mnist_mlp_pytorch.onnx"))
+    session = ort.InferenceSession(ensure_artifact("mnist_mlp_pytorch.onnx"))
     accuracy = {}
     for k in range(7):
         moved = np.zeros_like(mnist.x_test)
@@ -732,7 +732,7 @@ def _curve(
         "right and down": lambda x, k: shifted(shifted(x, k), k, axis=1),
     }
     data = load_mnist()
-    session = _session(built_artifact(file))
+    session = _session(existing_artifact(file))
     x, y = (data.x_train[:n], data.y_train[:n]) if train else (data.x_test[:n], data.y_test[:n])
     if agreement:  # compared with the unshifted digits' predictions instead of the labels
         y = session.run(None, {"image": contract_input(x)})[0].argmax(1)
@@ -819,7 +819,7 @@ def _off_at(one: float, five: float):
 
 # a window sliding left over digits padded on the left; numpy float32 values
 def _windows():
-    data, session = load_mnist(), _session(built_artifact("mnist_mlp_pytorch.onnx"))
+    data, session = load_mnist(), _session(existing_artifact("mnist_mlp_pytorch.onnx"))
     padded = np.pad(data.x_test, ((0, 0), (0, 0), (6, 0)))
     return {
         k: np.float32((classify(session, padded[:, :, 6 - k : 34 - k]) == data.y_test).mean())
@@ -965,7 +965,7 @@ SHIFT_CURVE = Exercise(
     alike=_curves_alike,
     marks=("slow",),
     setup="import numpy as np\nimport onnxruntime as ort\nfrom helpers.data.mnist import load_mnist\n"
-    "from helpers.pipeline.artifacts import require_artifact",
+    "from helpers.pipeline.artifacts import ensure_artifact",
 )
 
 

@@ -28,7 +28,7 @@ from helpers.grading.checks._common import (
     write_varied_copy,
 )
 from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, numbers_in
-from helpers.pipeline.artifacts import built_artifact
+from helpers.pipeline.artifacts import existing_artifact
 from helpers.preprocess import INK_THRESHOLD, softmax
 
 GREY = np.array([0.299, 0.587, 0.114])  # ITU-R 601 luma: the brightness of an RGB colour
@@ -549,7 +549,7 @@ NAMES = (
 def _varied_copy(seed: int, name_in: str, name_out: str) -> Path:
     """The renamed copy of notebook 01's model a seed draws, built once per process (another Python process,
     seconds): the generic test checks many answers on the same seeds."""
-    original = built_artifact("mnist_mlp_pytorch.onnx")
+    original = existing_artifact("mnist_mlp_pytorch.onnx")
     target = _folder() / f"copy-{seed}-{name_in}.onnx"
     return write_varied_copy(original, target, seed, name_in, name_out, 0.8)
 
@@ -559,7 +559,7 @@ def model_cases(rng):
     only the model given counts), each on a batch of fresh test digits of a size new with each seed."""
     images = test_images(10_000)[0]
     picked = images[rng.choice(len(images), 60, replace=False)]
-    original = built_artifact("mnist_mlp_pytorch.onnx")
+    original = existing_artifact("mnist_mlp_pytorch.onnx")
     name_in, name_out = NAMES[rng.integers(len(NAMES))]
     copy = _varied_copy(int(rng.integers(2**31)), name_in, name_out)
     first, second = int(rng.integers(8, 25)), int(rng.integers(15, 30))

@@ -695,9 +695,9 @@ def reader_cases(rng):
     counts and batch sizes drawn per seed, none a multiple of its batch size (the last batch is smaller)."""
     import onnx
 
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
-    train, cnn = load_mnist().x_train, built_artifact("mnist_cnn_pytorch.onnx")
+    train, cnn = load_mnist().x_train, existing_artifact("mnist_cnn_pytorch.onnx")
     name = str(rng.choice(NAMES))
     renamed = fresh_folder("fp32-") / "cnn_renamed.onnx"
     copy = varied_model(onnx.load(cnn), 5, input_name=name, output_name=str(rng.choice(OUTPUTS)))

@@ -736,12 +736,12 @@ GROUPED_CASES = ("a CNN with a grouped Conv", "a CNN with a depthwise Conv (a gr
 
 def count_cases(rng):
     """The series' MLP and CNN, and models of the check's own, new with each seed, in an order drawn too."""
-    from helpers.pipeline.artifacts import built_artifact
+    from helpers.pipeline.artifacts import existing_artifact
 
     files = {
-        MLP_CASES[0]: lambda: str(built_artifact("mnist_mlp_pytorch.onnx")),
+        MLP_CASES[0]: lambda: str(existing_artifact("mnist_mlp_pytorch.onnx")),
         MLP_CASES[1]: lambda: random_mlp(rng),
-        CNN_CASES[0]: lambda: str(built_artifact("mnist_cnn_pytorch.onnx")),
+        CNN_CASES[0]: lambda: str(existing_artifact("mnist_cnn_pytorch.onnx")),
         CNN_CASES[1]: lambda: random_cnn(rng, "Gemm"),
         CNN_CASES[2]: lambda: random_cnn(rng, "MatMul"),
         GROUPED_CASES[0]: lambda: random_cnn(rng, str(rng.choice(["Gemm", "MatMul"])), "grouped"),

@@ -1,6 +1,6 @@
-"""helpers.pipeline.artifacts: a notebook's ``require_artifact`` rebuilds a missing file by running the notebook
+"""helpers.pipeline.artifacts: a notebook's ``ensure_artifact`` rebuilds a missing file by running the notebook
 notebooks/series.json names (once, under a lock, even with two processes asking at once), or says which notebook
-failed and why; ``built_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels run
+failed and why; ``existing_artifact`` (checkers, solutions, tests) never runs one, it names it. Real kernels run
 tiny notebooks in a temporary folder."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def producers(tmp_path, monkeypatch):
     nested = (
         "import pathlib, shutil\nfrom helpers.pipeline import artifacts\n"
         f"artifacts.NOTEBOOKS = pathlib.Path({str(tmp_path)!r})\n"
-        f"shutil.copy(artifacts.require_artifact('good.onnx'), {str(made / 'nested.onnx')!r})"
+        f"shutil.copy(artifacts.ensure_artifact('good.onnx'), {str(made / 'nested.onnx')!r})"
     )
     # reads good.onnx without declaring it: its kernel builds it, no deadlock
     code = {
@@ -72,20 +72,20 @@ def producers(tmp_path, monkeypatch):
 
 
 def test_a_missing_artifact_is_rebuilt_by_its_notebook(producers, capsys):
-    path = artifacts.require_artifact("good.onnx")
+    path = artifacts.ensure_artifact("good.onnx")
     assert path == producers / "good.onnx" and artifacts.loads(path) is None
     assert "running 10_writes.ipynb" in capsys.readouterr().out
-    assert artifacts.require_artifact("good.onnx") == path  # present: nothing runs
+    assert artifacts.ensure_artifact("good.onnx") == path  # present: nothing runs
     assert "running" not in capsys.readouterr().out
 
 
 def test_a_half_written_artifact_is_rebuilt(producers, capsys):
     """A save cut short (an interrupted kernel) leaves a file that does not load: it is never used."""
-    path = artifacts.require_artifact("good.onnx")
+    path = artifacts.ensure_artifact("good.onnx")
     whole = path.read_bytes()
     path.write_bytes(whole[: len(whole) // 2])
     assert artifacts.loads(path) is not None
-    assert artifacts.require_artifact("good.onnx") == path
+    assert artifacts.ensure_artifact("good.onnx") == path
     captured = capsys.readouterr()
     assert (
         "ONNX Runtime cannot load it" in captured.err and "running 10_writes.ipynb" in captured.out
@@ -93,18 +93,18 @@ def test_a_half_written_artifact_is_rebuilt(producers, capsys):
     assert path.read_bytes() == whole
 
 
-def test_built_artifact_never_runs_a_notebook_it_names_it(producers, capsys):
+def test_existing_artifact_never_runs_a_notebook_it_names_it(producers, capsys):
     with pytest.raises(
         FileNotFoundError,
         match=r"good.onnx: it is missing\. Run notebooks/10_writes.ipynb "
         r"\(or `make artifacts`\) first",
     ):
-        artifacts.built_artifact("good.onnx")
+        artifacts.existing_artifact("good.onnx")
     assert not (producers / "good.onnx").exists() and "running" not in capsys.readouterr().out
     assert (
         artifacts.build("good.onnx") == ["10_writes.ipynb"] and artifacts.build("good.onnx") == []
     )
-    assert artifacts.built_artifact("good.onnx") == producers / "good.onnx"
+    assert artifacts.existing_artifact("good.onnx") == producers / "good.onnx"
 
 
 def test_a_checker_without_the_series_file_names_the_notebook_to_run(tmp_path, monkeypatch):
@@ -183,7 +183,7 @@ def test_a_notebook_needing_another_artifact_builds_it_under_the_same_lock(produ
 
 def test_a_failing_notebook_is_named_with_its_error(producers):
     with pytest.raises(RuntimeError, match="11_fails.ipynb failed while rebuilding") as info:
-        artifacts.require_artifact("bad.bin")
+        artifacts.ensure_artifact("bad.bin")
     assert "the accuracy gate failed" in str(info.value)
     assert not (producers / "bad.bin").exists()
 
@@ -192,24 +192,24 @@ def test_a_notebook_that_does_not_write_its_artifact(producers):
     with pytest.raises(
         FileNotFoundError, match="12_forgets.ipynb ran but .*lost.bin: it is missing"
     ):
-        artifacts.require_artifact("lost.bin")
+        artifacts.ensure_artifact("lost.bin")
 
 
 def test_an_unknown_artifact(producers):
-    for function in (artifacts.require_artifact, artifacts.built_artifact):
+    for function in (artifacts.ensure_artifact, artifacts.existing_artifact):
         with pytest.raises(LookupError, match="no notebook is registered to produce nobody.bin"):
             function("nobody.bin")
 
 
 def test_the_metadata_declares_what_each_notebook_reads():
-    """Every require_artifact of a notebook names a file its entry in notebooks/series.json reads, made by another."""
+    """Every ensure_artifact of a notebook names a file its entry in notebooks/series.json reads, made by another."""
     meta, made = artifacts.series_meta(), artifacts.producers()
     assert [p.name for p in artifacts.notebook_paths()] == list(meta)
     for path in artifacts.notebook_paths():
         text = "\n".join(
             c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
         )
-        for name in re.findall(r'require_artifact\(f?"([^"]+)"', text):
+        for name in re.findall(r'ensure_artifact\(f?"([^"]+)"', text):
             pattern = re.sub(r"\{[^}]*\}", "*", name)
             reads = meta[path.name].get("reads", [])
             assert any(fnmatch(pattern, r) for r in reads), (
