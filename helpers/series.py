@@ -401,9 +401,8 @@ def build_html(
                 root,
             )
     finally:
-        if (
-            record and execute
-        ):  # keep what was measured in the table even if a later notebook failed
+        # keep what was measured in the table even if a later notebook failed
+        if record and execute:
             sync(root)
     return out
 

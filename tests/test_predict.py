@@ -753,9 +753,10 @@ def test_permission_denied_is_an_input_error_with_exit_4(
 ):
     Image.fromarray(digits[0][0]).save(tmp_path / "locked.png")
 
+    # as for a file this user may not read (tests run as root: chmod 000 changes nothing)
     def refuse(
         path,
-    ):  # as for a file this user may not read (tests run as root: chmod 000 changes nothing)
+    ):
         if path == tmp_path / "locked.png":
             raise PermissionError(13, "Permission denied", str(path))
 

@@ -101,9 +101,8 @@ def download_url(
                     for block in iter(lambda: response.read(CHUNK), b""):
                         out.write(block)
                         bar.update(len(block))
-                if (
-                    total is not None and bar.n != total
-                ):  # read(n) returns b"" at an early close, silently
+                # read(n) returns b"" at an early close, silently
+                if total is not None and bar.n != total:
                     raise http.client.IncompleteRead(b"", total - bar.n)
         except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
             raise AssetUnavailable(

@@ -225,9 +225,8 @@ def examine(exercise: Exercise, answer: Any, rng: np.random.Generator) -> Verdic
             try:
                 differs = requirement.judge(case, mine, right)
             except Exception:
-                if (
-                    not unmet
-                ):  # a judge that fails on an answer meeting what comes before it: our bug
+                # a judge that fails on an answer meeting what comes before it: our bug
+                if not unmet:
                     raise
                 differs = f"not judged, as {next(iter(unmet))!r} is not met"
             if differs is not None:

@@ -76,9 +76,8 @@ def read_bandwidth(threads: int, repeat: int = 5) -> dict:
     for count in range(1, threads + 1):
         session = engine_session(model_bytes, count)
         seconds = []
-        for i in range(
-            repeat + 1
-        ):  # the first run is a warm-up (weights prepacked, threads started)
+        # the first run is a warm-up (weights prepacked, threads started)
+        for i in range(repeat + 1):
             start = time.perf_counter()
             (y,) = session.run(None, {"x": x})
             if i:

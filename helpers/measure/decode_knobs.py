@@ -233,7 +233,6 @@ def _serve(model_dir: str, overlay: str) -> None:
         print(json.dumps(answer), flush=True)
 
 
-if (
-    __name__ == "__main__"
-):  # python -m helpers.measure.decode_knobs MODEL_DIR OVERLAY_JSON (a Generator)
+# python -m helpers.measure.decode_knobs MODEL_DIR OVERLAY_JSON (a Generator)
+if __name__ == "__main__":
     _serve(sys.argv[1], sys.argv[2])

@@ -275,9 +275,8 @@ def cached_int4_model(
     return run_builder(command(hf_dir, genai / f"{hf_dir.name}-int4"), log=log)
 
 
-if (
-    __name__ == "__main__"
-):  # python -m helpers.pipeline.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
+# python -m helpers.pipeline.llm GGUF OUT_DIR (hf_folder_from_wheel runs it in a child)
+if __name__ == "__main__":
     import torch
 
     torch.set_num_threads(2)  # the series' thread budget (2 shared cores)

@@ -136,9 +136,8 @@ def write_varied_copy(
     return Path(target)
 
 
-if (
-    __name__ == "__main__"
-):  # python -m helpers.grading.checks._common '[source, target, seed, input, output, noise]'
+# python -m helpers.grading.checks._common '[source, target, seed, input, output, noise]'
+if __name__ == "__main__":
     import json
     import sys
 

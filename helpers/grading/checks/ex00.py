@@ -1087,9 +1087,8 @@ def _with_the_reference_evaluator(model, image):
     return ReferenceEvaluator(model).run(None, {model.graph.input[0].name: image})[0]
 
 
-def _gemm_shape_guess(
-    a, b, c, transA=0, transB=0
-):  # transposes B when the shapes do not fit, not per transB
+# transposes B when the shapes do not fit, not per transB
+def _gemm_shape_guess(a, b, c, transA=0, transB=0):
     return (a.T if transA else a) @ (b if a.shape[1 - transA] == b.shape[0] else b.T) + c
 
 

@@ -286,9 +286,8 @@ def wrappers():
                 scaled = logits + 0 * temperature
             elif self.mistake == "first only":
                 scaled = logits / temperature[0]
-            elif (
-                self.mistake == "vector"
-            ):  # temperature [batch]: one more axis to divide [batch, 10] by it
+            # temperature [batch]: one more axis to divide [batch, 10] by it
+            elif self.mistake == "vector":
                 scaled = logits / temperature.unsqueeze(-1)
             else:
                 scaled = logits / temperature

@@ -331,9 +331,8 @@ def _labels_alike(a, b) -> bool:
         x, y = np.asarray(a), np.asarray(b)
     except (TypeError, ValueError):
         x = y = np.zeros(0, object)
-    if (
-        x.dtype == object or y.dtype == object
-    ):  # lists of arrays: alike when their parts' shapes are
+    # lists of arrays: alike when their parts' shapes are
+    if x.dtype == object or y.dtype == object:
         return (
             type(a) is type(b)
             and len(a) == len(b)
@@ -491,9 +490,8 @@ def inverted(session, images):  # black digits on white
     return _feed_as_declared(session, images, 1 - images / 255.0).argmax(1)
 
 
-def swapped_axes(
-    session, images
-):  # channels last by swapping height and width instead of adding an axis
+# channels last by swapping height and width instead of adding an axis
+def swapped_axes(session, images):
     spec = session.get_inputs()[0]
     pixels = images / 255.0
     return _feed_as_declared(
@@ -1084,9 +1082,8 @@ def no_padding(session, images):
     )
 
 
-def pads_a_full_last_batch(
-    session, images
-):  # size - len % size: a whole batch more when the last is full
+# size - len % size: a whole batch more when the last is full
+def pads_a_full_last_batch(session, images):
     size = session.get_inputs()[0].shape[0]
     if not isinstance(size, int):
         return classify(session, images)
@@ -1297,7 +1294,6 @@ BATCHES = Exercise(
 EXERCISES = [CLASSIFY, SHIFT_CURVE, BATCHES]
 
 
-if (
-    __name__ == "__main__"
-):  # python -m helpers.grading.checks.ex03 SOURCE.onnx FOLDER COPIES: see _built
+# python -m helpers.grading.checks.ex03 SOURCE.onnx FOLDER COPIES: see _built
+if __name__ == "__main__":
     build_copies(Path(sys.argv[1]), Path(sys.argv[2]), json.loads(sys.argv[3]))

@@ -456,9 +456,8 @@ def _with_quantize_and_a_config(fp32_path, int8_path, train_uint8):
     quantize(fp32_path, int8_path, config)
 
 
-def _entropy_calibrated(
-    fp32_path, int8_path, train_uint8
-):  # another calibration method the task allows
+# another calibration method the task allows
+def _entropy_calibrated(fp32_path, int8_path, train_uint8):
     static(calibrate_method="Entropy")(fp32_path, int8_path, train_uint8)
 
 
@@ -1368,9 +1367,8 @@ def _trans_b_ignored(model):
     return gemm_to_matmul(model)
 
 
-def _model_returned(
-    fp32_path, int4_path, block_size
-):  # returns the quantized model, writes nothing
+# returns the quantized model, writes nothing
+def _model_returned(fp32_path, int4_path, block_size):
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 

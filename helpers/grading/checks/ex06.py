@@ -868,9 +868,8 @@ def notebook_hint(path, fix_batch=True):
     dims = {t.name: list(t.dims) for t in model.graph.initializer}
     total = 0
     for node in model.graph.node:
-        if (
-            node.op_type == "Conv"
-        ):  # [batch, channels, height, width] times the weights of one output value
+        # [batch, channels, height, width] times the weights of one output value
+        if node.op_type == "Conv":
             total += int(np.prod(shape[node.output[0]])) * int(np.prod(dims[node.input[1]][1:]))
         elif node.op_type in {"Gemm", "MatMul"}:
             total += int(np.prod(dims.get(node.input[1], [0])))
@@ -897,9 +896,8 @@ def from_output_shapes(path, batch=2, channels="weight"):
     for node in graph.node:
         if node.op_type in ("Conv", "Gemm", "MatMul") and node.input[1] in weights:
             output, w = shapes[node.output[0]], weights[node.input[1]]
-            if (
-                node.op_type != "Conv"
-            ):  # a weight [in, out] or [out, in]: in products per output value
+            # a weight [in, out] or [out, in]: in products per output value
+            if node.op_type != "Conv":
                 per_value = int(np.prod(w)) // output[-1]
             elif channels == "input":
                 per_value = shapes[node.input[0]][1] * int(np.prod(w[2:]))
