@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import tempfile
 from pathlib import Path
 
 
@@ -145,3 +147,33 @@ if __name__ == "__main__":
 
     _source, _target, _seed, _input, _output, _noise = json.loads(sys.argv[1])
     onnx.save(varied_model(onnx.load(_source), _seed, _input, _output, _noise), _target)
+
+
+# --- known answers' files, made on first use (the generic test's rows; never during a learner's check) --------
+
+_KNOWN_FOLDERS: dict[str, tempfile.TemporaryDirectory] = {}
+
+
+def known_folder(owner: str) -> Path:
+    """The process's temporary folder for ``owner``'s (a checks module's) known answers' files."""
+    if owner not in _KNOWN_FOLDERS:
+        _KNOWN_FOLDERS[owner] = tempfile.TemporaryDirectory(prefix=f"{owner}-")
+    return Path(_KNOWN_FOLDERS[owner].name)
+
+
+class Exported(os.PathLike):
+    """A known answer's file, exported by ``build(path)`` the first time its path is read, once per process,
+    into the folder of the checks module that defines ``build``."""
+
+    def __init__(self, name: str, build):
+        self.__name__, self._build, self._path = name, build, None
+
+    def __fspath__(self) -> str:
+        if self._path is None:
+            stem = re.sub(r"\W+", "_", self.__name__)
+            owner = getattr(self._build, "__module__", "checks").rsplit(".", 1)[-1]
+            self._path = self._build(known_folder(owner) / f"{stem}.onnx")
+        return str(self._path)
+
+    def __repr__(self) -> str:
+        return f"Exported({self.__name__!r})"

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import functools
 import os
-import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from helpers.grading.checks._common import as_model_path, reference_logits, test_images
+from helpers.grading.checks._common import (
+    Exported,
+    as_model_path,
+    known_folder,
+    reference_logits,
+    test_images,
+)
 from helpers.grading.checks._common import session as _session
 from helpers.grading.examiner import Case, Exercise, Mistake, Requirement
 from helpers.preprocess import softmax
@@ -175,29 +179,9 @@ def _judges_words(cases, got) -> bool:
 
 # --- the known mistakes' files, exported on first use (the generic test's rows; never during a check) ---------
 
-_FILES: list = []  # the process's folder of known mistakes' and references' files
-
 
 def _folder() -> Path:
-    if not _FILES:
-        _FILES.append(tempfile.TemporaryDirectory(prefix="ex01-"))
-    return Path(_FILES[0].name)
-
-
-class Exported(os.PathLike):
-    """A known answer's file, exported by ``build(path)`` the first time its path is read, once per process."""
-
-    def __init__(self, name: str, build):
-        self.__name__, self._build, self._path = name, build, None
-
-    def __fspath__(self) -> str:
-        if self._path is None:
-            stem = re.sub(r"\W+", "_", self.__name__)
-            self._path = self._build(_folder() / f"{stem}.onnx")
-        return str(self._path)
-
-    def __repr__(self) -> str:
-        return f"Exported({self.__name__!r})"
+    return known_folder("ex01")
 
 
 def _once(reference):

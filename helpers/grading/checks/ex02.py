@@ -16,12 +16,11 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from helpers.grading.checks._common import as_model_path, load_model
+from helpers.grading.checks._common import Exported, as_model_path, known_folder, load_model
 from helpers.grading.checks._common import session as _session
 from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, fresh_folder
 from helpers.preprocess import softmax
@@ -271,29 +270,9 @@ def _sizes(rng) -> list[int]:
 
 # --- the known answers' files and models, made on first use (the generic test's rows; never during a check) --
 
-_FILES: list = []  # the process's folder of known answers' files
-
 
 def _folder() -> Path:
-    if not _FILES:
-        _FILES.append(tempfile.TemporaryDirectory(prefix="ex02-"))
-    return Path(_FILES[0].name)
-
-
-class Exported(os.PathLike):
-    """A known answer's file, exported by ``build(path)`` the first time its path is read, once per process."""
-
-    def __init__(self, name: str, build):
-        self.__name__, self._build, self._path = name, build, None
-
-    def __fspath__(self) -> str:
-        if self._path is None:
-            stem = re.sub(r"\W+", "_", self.__name__)
-            self._path = self._build(_folder() / f"{stem}.onnx")
-        return str(self._path)
-
-    def __repr__(self) -> str:
-        return f"Exported({self.__name__!r})"
+    return known_folder("ex02")
 
 
 class Built:

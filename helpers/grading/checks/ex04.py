@@ -22,6 +22,7 @@ from helpers.data.mnist import load_mnist
 from helpers.data.paths import REPO_ROOT
 from helpers.grading.checks._common import (
     Wrong,
+    known_folder,
     reference_logits,
     session,
     test_images,
@@ -475,13 +476,8 @@ console.log(JSON.stringify(top3));
     return script
 
 
-_FOLDERS: list = []  # the process's folder of known scripts (the generic test's rows; never written during a check)
-
-
 def _folder() -> Path:
-    if not _FOLDERS:
-        _FOLDERS.append(tempfile.TemporaryDirectory(prefix="ex04-"))
-    return Path(_FOLDERS[0].name)
+    return known_folder("ex04")
 
 
 def _in_its_folder(reference):
