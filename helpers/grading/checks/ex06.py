@@ -21,6 +21,7 @@ from unittest import mock
 
 import numpy as np
 
+from helpers.grading.checks.ex05 import checked_model
 from helpers.grading.examiner import Case, Exercise, Mistake, Raised, Requirement, fresh_folder
 
 # --- 06.1 A fair stopwatch -------------------------------------------------------------------------------------
@@ -626,23 +627,8 @@ def _model_file(rng, what: str, nodes: list, weights: dict):
     """An .onnx file of the check's own, new name each check: input 'pixels' [batch, 1, 28, 28], output 'scores'
     [batch, 10], ``weights`` drawn as float32 ('flat': the int64 shape of a Reshape), checked by onnx."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
-    inits = [
-        numpy_helper.from_array(np.asarray(a, np.int64 if n == "flat" else np.float32), n)
-        for n, a in weights.items()
-    ]
-    value = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)  # noqa: E731
-    graph = helper.make_graph(
-        nodes,
-        what,
-        [value("pixels", ["batch", 1, 28, 28])],
-        [value("scores", ["batch", 10])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    # every file handed to the answer is valid ONNX
-    onnx.checker.check_model(model, full_check=True)
+    model = checked_model(what, nodes, weights, "scores", 10)
     path = fresh_folder("model-") / f"{int(rng.integers(10**6)):06d}.onnx"
     onnx.save(model, path)
     return str(path)
