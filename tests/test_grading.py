@@ -82,3 +82,9 @@ def test_a_wrong_kind_of_answer_is_told_what_is_expected(exercise):
     feedback = check(exercise.id, None)
     assert not feedback.ok
     assert feedback.message == f"expected {exercise.expects}, got NoneType", feedback.message
+
+
+@pytest.mark.parametrize("exercise", [pytest.param(e, id=e.id) for e in EXERCISES])
+def test_every_exercise_holds_a_right_answer_written_differently(exercise):
+    """A check that only knows its reference could refuse every other correct answer unseen."""
+    assert exercise.alternatives, f"{exercise.id} has no right alternative to the reference"
