@@ -65,11 +65,11 @@ def flat_model(tmp_path):
 # worker).
 # With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults (as torch
 # imports triton). So every tensorflow test of tests/ runs in one child pytest that pytest-isolated starts (one
-# group: TensorFlow is imported once); a notebook runs in a kernel of its own anyway. The main process (and every
-# pytest-xdist worker) never imports TensorFlow: test_tensorflow_apart.py and pytest_runtest_makereport below check it.
+# group: TensorFlow is imported once); a notebook runs in a kernel of its own anyway. That no other pytest process
+# (the main one, every pytest-xdist worker) imports TensorFlow is checked once, after every test, by
+# pytest_runtest_makereport below; tests/test_tensorflow_apart.py shows that check passing and failing.
 TENSORFLOW_GROUP = pytest.mark.isolated(group="tensorflow", timeout=3600)
 TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
-TENSORFLOW_CHECK = "test_tensorflow_apart.py::test_this_pytest_process_never_imported_tensorflow"
 # pytest-isolated sets it in the child pytest it starts
 ISOLATED_CHILD = "PYTEST_RUNNING_IN_SUBPROCESS"
 
@@ -90,11 +90,9 @@ def pytest_collection_modifyitems(items):
                 item.add_marker(name)
         if runs_tensorflow(item):
             item.add_marker(TENSORFLOW_GROUP)
-        if runs_tensorflow(item) or item.nodeid.endswith(TENSORFLOW_CHECK):
             item.add_marker("solo")
-    # the notebooks making artifacts first (in the series' order), the check that this process never imported
-    # TensorFlow after every other test (a stable sort)
-    items.sort(key=lambda item: (not makes_artifacts(item), item.nodeid.endswith(TENSORFLOW_CHECK)))
+    # the notebooks making artifacts first, in the series' order (a stable sort)
+    items.sort(key=lambda item: not makes_artifacts(item))
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 """helpers must stay importable without torch or tensorflow (notebook 03 relies on it), and its plumbing never
-imports the lessons' generated modules (issue 31: lessons flow one way)."""
+imports the lessons' generated modules (lessons flow one way: plumbing never depends on them)."""
 
 from __future__ import annotations
 
