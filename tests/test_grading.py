@@ -5,6 +5,7 @@ was expected. A new exercise needs no new test: its module's data is the table."
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from helpers.grading.examiner import Exercise, expected_outcomes, numbers_in
@@ -88,3 +89,10 @@ def test_a_wrong_kind_of_answer_is_told_what_is_expected(exercise):
 def test_every_exercise_holds_a_right_answer_written_differently(exercise):
     """A check that only knows its reference could refuse every other correct answer unseen."""
     assert exercise.alternatives, f"{exercise.id} has no right alternative to the reference"
+
+
+def test_the_no_leak_rule_reads_the_numbers_inside_arrays():
+    """Expected vectors (10.1's pooled sentences) are arrays: a message printing one of their numbers is caught."""
+    wanted = expected_outcomes(registry()["10.1"], SEEDS[0])
+    first = next(v for v in np.ravel(wanted[0]) if abs(v) >= 1e-3)
+    assert f"{first:.3f}" in numbers_in(wanted) and f"{first:.4f}" in numbers_in(wanted)

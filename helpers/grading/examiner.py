@@ -177,11 +177,16 @@ def _same_items(a, b) -> bool:
 
 
 def numbers_in(value: Any) -> list[str]:
-    """How a number of ``value`` could be printed (for the no-leak rule): each float as 0.9812, 98.1%, ..."""
+    """How a number of ``value`` could be printed (for the no-leak rule): each float as 0.9812, 98.1%, ...; the
+    floats of an array to 3 or 4 decimals."""
     if isinstance(value, dict):
         return [text for item in value.values() for text in numbers_in(item)]
     if isinstance(value, (list, tuple)):
         return [text for item in value for text in numbers_in(item)]
+    if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+        # an array's values as a message would print them: to 3 or 4 decimals
+        shown = value[np.abs(value) >= 1e-3]
+        return [f"{v:{spec}}" for v in shown.ravel().tolist() for spec in (".3f", ".4f")]
     if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)):
         v = float(value)
         if not math.isfinite(v) or v == 0:
