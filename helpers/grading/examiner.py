@@ -132,9 +132,8 @@ class Exercise:
             return answer(*case.args)
         except Wrong:
             raise
-        except (
-            Exception
-        ) as err:  # whatever the learner's code raises is an outcome to judge and report
+        # whatever the learner's code raises is an outcome to judge and report
+        except Exception as err:
             return Raised(type(err).__name__, str(err))
 
 

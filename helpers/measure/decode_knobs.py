@@ -138,9 +138,8 @@ def interleaved(
     return runs
 
 
-def together(
-    generators: list[Generator], prompt_ids, new_tokens: int
-) -> list[dict]:  # contention: all generate at once
+# contention: all generate at once
+def together(generators: list[Generator], prompt_ids, new_tokens: int) -> list[dict]:
     ids = [int(i) for i in prompt_ids]
     for generator in generators:
         generator.send(run=ids, new_tokens=new_tokens)

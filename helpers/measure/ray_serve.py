@@ -47,10 +47,11 @@ def load_test(
                     )
                     response = connection.getresponse()
                     text = response.read()
+                # counted as unanswered, reported
                 except (
                     OSError,
                     http.client.HTTPException,
-                ) as error:  # counted as unanswered, reported
+                ) as error:
                     answer[i] = f"{type(error).__name__}: {error}"
                     connection.close()
                     continue

@@ -59,9 +59,8 @@ def run_notebook(name: str, timeout: int = 3600) -> None:
     print(f"running {name} to rebuild what it writes ...", flush=True)
     try:
         _, seconds = execute_notebook(NOTEBOOKS / name, timeout=timeout)
-    except (
-        nbclient.exceptions.CellExecutionError
-    ) as err:  # its message holds the failing cell and traceback
+    # its message holds the failing cell and traceback
+    except nbclient.exceptions.CellExecutionError as err:
         raise RuntimeError(
             f"{name} failed while rebuilding what it writes (open it and run it to fix it):\n{err}"
         ) from err

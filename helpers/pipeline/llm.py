@@ -121,9 +121,8 @@ def run_child(
     )
     try:
         with open(log_path, "w") as log, tqdm(total=total, desc=desc, unit="step") as bar:
-            for (
-                line
-            ) in process.stdout:  # text mode splits on "\r" too: each progress update is a line
+            # text mode splits on "\r" too: each progress update is a line
+            for line in process.stdout:
                 log.write(line)
                 if stage(line.strip()):
                     bar.update(1)

@@ -108,9 +108,8 @@ def _built(answer, case):
     try:
         onnx.checker.check_model(model, full_check=True)
         refused = None
-    except (
-        Exception
-    ) as err:  # ValidationError, InferenceError: what the checker says is the feedback
+    # ValidationError, InferenceError: what the checker says is the feedback
+    except Exception as err:
         refused = " ".join(str(err).split())[:300]
     try:
         quiet = ort.SessionOptions()

@@ -193,9 +193,8 @@ class Watched:
         )
         try:
             result = self._session.run(output_names, input_feed, run_options)
-        except (
-            Exception
-        ) as err:  # ONNX Runtime's refusal, noted, then raised to the answer as it is
+        # ONNX Runtime's refusal, noted, then raised to the answer as it is
+        except Exception as err:
             self.feeds.append(Feed(**noted, refused=str(err).strip().splitlines()[0][:200]))
             raise
         self.feeds.append(Feed(**noted, refused=None))

@@ -271,9 +271,8 @@ def int8_file(answer, case) -> dict:
     target = fresh_folder() / "int8.onnx"
     try:
         answer(str(fp32), str(target), digits.copy())
-    except (
-        Exception
-    ) as err:  # the one error the examiner cannot tell from another's type: a missing input
+    # the one error the examiner cannot tell from another's type: a missing input
+    except Exception as err:
         if "missing from input feed" not in str(err):
             raise
         return {"file": False, "fed": str(err).splitlines()[0][:200]}
