@@ -82,6 +82,12 @@ class Mistake:
     spots: Callable[[Sequence[Case], Sequence[Any]], bool] | None = None
 
 
+def judge_says_it(cases: Sequence[Case], outcomes: Sequence[Any]) -> bool:
+    """``spots`` for a mistake whose words are what its requirement's judge says of it: never looked for during
+    a check (the judge's message names it already), so its answer, costly to run, runs in the generic test only."""
+    return False
+
+
 @dataclass(frozen=True)
 class Exercise:
     id: str

@@ -21,7 +21,7 @@ from helpers.grading.checks._common import (
     test_images,
 )
 from helpers.grading.checks._common import session as _session
-from helpers.grading.examiner import Case, Exercise, Mistake, Requirement
+from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, judge_says_it
 from helpers.preprocess import softmax
 
 # the notebook's own file: the trained MLP's logits on contract images
@@ -170,11 +170,6 @@ def _spot(variant, atol=1e-4):
     return lambda cases, got: all(
         isinstance(g, dict) and _close(g["result"], variant(c), atol) for c, g in zip(cases, got)
     )
-
-
-def _judges_words(cases, got) -> bool:
-    """Never spotted: this mistake's words are what its requirement's judge says of it, what differs."""
-    return False
 
 
 # --- the known mistakes' files, exported on first use (the generic test's rows; never during a check) ---------
@@ -540,56 +535,56 @@ ROWS = Exercise(
             Exported("rows named image", rows(names=("image",))),
             "expected the inputs ['pixels'], found ['image']",
             R1["pixels"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "output named scores",
             Exported("rows to scores", rows(outputs=("scores",))),
             "expected the outputs ['logits'], found ['scores']",
             R1["logits_name"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a uint8 dummy",
             Exported("rows from uint8", rows("uint8 dummy", dtype="uint8")),
             "expected pixels float32 (tensor(float)), found tensor(uint8)",
             R1["pixels32"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "float64 logits",
             Exported("rows float64", rows("float64")),
             "expected logits float32 (tensor(float)), found tensor(double)",
             R1["logits32"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the MLP's own input",
             Exported("rows as images", _plain_mlp(["pixels"], ["logits"])),
             "expected pixels [batch, 784], found ['batch', 1, 28, 28]",
             R1["pixels_shape"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "an extra axis",
             Exported("rows extra axis", rows("extra axis")),
             "expected logits [batch, 10], found ['batch', 1, 10]",
             R1["logits_shape"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a fixed batch",
             Exported("rows fixed batch", rows(dynamic=None)),
             "the batch is fixed for {'pixels': 3}, not of any size",
             R1["batch"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "unscaled",
             Exported("rows unscaled", rows("unscaled")),
             "the file gives the MLP the 0..255 values; it was trained on 0..1: divide by 255 inside",
             R1["scaled"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "transposed",
@@ -597,7 +592,7 @@ ROWS = Exercise(
             "the file reads each row's 784 values column by column; a row holds the image row after row: "
             "reshape to [batch, 1, 28, 28], no transpose",
             R1["layout"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "softmax",
@@ -605,14 +600,14 @@ ROWS = Exercise(
             "the file returns probabilities (each row the softmax of the MLP's logits); the output 'logits' is "
             "the trained MLP's logits as they are",
             R1["not_probabilities"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "an untrained MLP",
             Exported("rows untrained", rows(model=untrained)),
             "the logits differ from the trained MLP's",
             R1["trained"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "normalised before the MLP normalises again",
@@ -841,7 +836,7 @@ TEMPERATURE = Exercise(
             Exported("temperature first", temperature(names=["temperature", "image"])),
             "expected the inputs ['image', 'temperature'], found ['temperature', 'image']",
             R2["names"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the one-input MLP exported",
@@ -858,49 +853,49 @@ TEMPERATURE = Exercise(
             ),
             "expected the inputs ['image', 'temperature'], found ['image']",
             R2["names"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "output named logits",
             Exported("temperature to logits", temperature(outputs=["logits"])),
             "expected the outputs ['probabilities'], found ['logits']",
             R2["output"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a flat image",
             Exported("flat image", temperature("flat image", dummy=((1, 784), (1, 1)))),
             "expected image [batch, 1, 28, 28], found ['batch', 784]",
             R2["image"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a temperature vector",
             Exported("temperature vector", temperature("vector", dummy=((2, 1, 28, 28), (2,)))),
             "expected temperature [batch, 1], found ['batch']",
             R2["temperature"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "float64 probabilities",
             Exported("temperature float64", temperature("float64")),
             "expected probabilities float32 (tensor(float)), found tensor(double)",
             R2["probabilities"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the temperature's batch fixed",
             Exported("temperature fixed", temperature(dynamic=({0: "batch"}, None))),
             "the batch is fixed for {'temperature': 1}, not of any size",
             R2["batch"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a softmax over the batch",
             Exported("softmax dim 0", temperature("dim0")),
             "the rows do not each sum to 1: a softmax over the 10 classes (dim=-1) does",
             R2["softmax"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "log-probabilities returned",
@@ -915,28 +910,28 @@ TEMPERATURE = Exercise(
             "the file multiplies the logits by the temperature; divide them (a higher temperature should "
             "flatten the probabilities)",
             R2["divided"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the temperature ignored",
             Exported("ignored", temperature("ignored")),
             "the file ignores the temperature: divide the logits by it before softmax",
             R2["used"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the first image's temperature for all",
             Exported("first only", temperature("first only")),
             "the file divides every image's logits by the first image's temperature: each image has its own",
             R2["each"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "an untrained MLP",
             Exported("temperature untrained", temperature(model=untrained)),
             "the probabilities differ from softmax(logits / temperature) of the trained MLP",
             R2["trained"],
-            _judges_words,
+            judge_says_it,
         ),
     ],
     alternatives=[
@@ -1203,42 +1198,42 @@ ABSTAIN = Exercise(
             "expected the inputs ['image'], found []: no input at all, as the dynamo=False fallback records the "
             "loop and the `if` for the dummy only",
             R3["image"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "input named x",
             Exported("abstain named x", abstain(names=["x"])),
             "expected the inputs ['image'], found ['x']",
             R3["image"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "output named scores",
             Exported("abstain to scores", abstain(outputs=["scores"])),
             "expected the outputs ['logits'], found ['scores']",
             R3["logits_name"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "flat images",
             Exported("abstain flat", _flat_abstain),
             "expected image [batch, 1, 28, 28], found ['batch', 784]",
             R3["image_t"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "float64 logits",
             Exported("abstain float64", abstain("float64")),
             "expected logits float32 (tensor(float)), found tensor(double)",
             R3["logits_t"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a fixed batch",
             Exported("abstain fixed", abstain(dynamic=None)),
             "the batch is fixed for {'image': 1}, not of any size",
             R3["batch"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the legacy fallback from a digit",
@@ -1262,7 +1257,7 @@ ABSTAIN = Exercise(
             "in the rows it does not zero, the file returns probabilities (the softmax of the logits): keep the "
             "MLP's logits there, and use the softmax only for the decision",
             R3["not_probabilities"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "a retrained MLP",
@@ -1270,7 +1265,7 @@ ABSTAIN = Exercise(
             "in the rows it does not zero, the logits differ from those of artifacts/mnist_mlp_pytorch.onnx, the "
             "trained `model` (trained it again? run sections 3 and 4 again)",
             R3["trained"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the plain MLP",
@@ -1283,7 +1278,7 @@ ABSTAIN = Exercise(
             f"no row is all zeros, but some images have a top softmax probability below {THRESHOLD}: compare the "
             "probability (not the largest logit, almost always above 0.9), and keep the decision in the graph",
             R3["decision"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the largest logit compared",
@@ -1291,14 +1286,14 @@ ABSTAIN = Exercise(
             f"no row is all zeros, but some images have a top softmax probability below {THRESHOLD}: compare the "
             "probability (not the largest logit, almost always above 0.9), and keep the decision in the graph",
             R3["decision"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "the condition reversed",
             Exported("reversed", abstain("reversed")),
             "the file zeroes the confident rows and keeps the unsure ones: the condition is reversed",
             R3["decision"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "another threshold",

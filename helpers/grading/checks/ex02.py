@@ -22,7 +22,14 @@ import numpy as np
 
 from helpers.grading.checks._common import Exported, as_model_path, known_folder, load_model
 from helpers.grading.checks._common import session as _session
-from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, fresh_folder
+from helpers.grading.examiner import (
+    Case,
+    Exercise,
+    Mistake,
+    Requirement,
+    fresh_folder,
+    judge_says_it,
+)
 from helpers.preprocess import softmax
 
 # float32 sums in another order; a wrong export differs far more
@@ -234,11 +241,6 @@ def _at_chance(cases, got) -> bool:
             return (
                 not problem and logits.ndim == 2 and max(_accuracy(logits, y) for y in labels) < 0.2
             )
-    return False
-
-
-def _judges_words(cases, got) -> bool:
-    """Never spotted: this mistake's words are what its requirement's judge says of it, what differs."""
     return False
 
 
@@ -688,7 +690,7 @@ R1 = dict(
 )
 
 
-def _cnn_mistake(name: str, words: str, requirement: str, spots=_judges_words):
+def _cnn_mistake(name: str, words: str, requirement: str, spots=judge_says_it):
     # each a training: never run during a check (its words are its judge's, or ``spots`` tells it)
     return Mistake(name, trainer(name), words, R1[requirement], spots)
 
@@ -998,7 +1000,7 @@ UNTRAINED = (
 )
 
 
-def _temperature_mistake(name, words, requirement, spots=_judges_words, model=_model):
+def _temperature_mistake(name, words, requirement, spots=judge_says_it, model=_model):
     # a TensorFlow export each: never made during a check (its words are its judge's, or ``spots`` tells it)
     return Mistake(name, temperature_answer(name, model), words, R2[requirement], spots)
 
@@ -1262,7 +1264,7 @@ R3 = dict(
 SLIP_WORDS = "the file gives your model's logits for {}; the model takes each digit / 255 with a channel axis, [batch, 1, 28, 28]"
 
 
-def _uint8_mistake(name, words, requirement, spots=_judges_words, model=_model):
+def _uint8_mistake(name, words, requirement, spots=judge_says_it, model=_model):
     # a TensorFlow export each: never made during a check (its words are its judge's, or ``spots`` tells it)
     return Mistake(name, uint8_answer(name, model), words, R3[requirement], spots)
 

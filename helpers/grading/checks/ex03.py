@@ -24,7 +24,15 @@ import onnxruntime as ort
 from helpers.data.mnist import load_mnist
 from helpers.grading.checks._common import contract_input
 from helpers.grading.checks._common import session as _session
-from helpers.grading.examiner import Case, Exercise, Mistake, Raised, Requirement, fresh_folder
+from helpers.grading.examiner import (
+    Case,
+    Exercise,
+    Mistake,
+    Raised,
+    Requirement,
+    fresh_folder,
+    judge_says_it,
+)
 from helpers.pipeline.artifacts import ensure_artifact, existing_artifact
 
 # float16 may flip a rare borderline digit; a wrong scale or layout flips many
@@ -367,11 +375,6 @@ def _label_secrets(outcomes) -> list[str]:
     """How the reference's labels could be printed: their first few, as a list or as numpy prints them."""
     heads = [np.asarray(o.labels)[:5].tolist() for o in outcomes if isinstance(o, Labelled)]
     return [text for head in heads for text in (str(head)[1:-1], " ".join(map(str, head)))]
-
-
-def _judges_words(cases, got) -> bool:
-    """Never spotted: this mistake's words are what its requirement's judge says of it, what differs."""
-    return False
 
 
 # --- 03.1 Classify with whatever the session declares ---------------------------------------------------------
@@ -940,7 +943,7 @@ SHIFT_CURVE = Exercise(
             "your accuracies at 1 px, 5 px are not the PyTorch file's (5 of 7 right): move each of the 10,000 "
             "test digits k pixels to the right, the gap black, and compare each prediction with its label",
             R2["shifted"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "off the other way at 1 px and 5 px",
@@ -948,7 +951,7 @@ SHIFT_CURVE = Exercise(
             "your accuracies at 1 px, 5 px are not the PyTorch file's (5 of 7 right): move each of the 10,000 "
             "test digits k pixels to the right, the gap black, and compare each prediction with its label",
             R2["shifted"],
-            _judges_words,
+            judge_says_it,
         ),
     ],
     alternatives=[
@@ -1227,7 +1230,7 @@ BATCHES = Exercise(
             _batched("shape[1]", lambda session, images: session.get_inputs()[0].shape[1]),
             FIRST_RUN,
             R3["size"],
-            _judges_words,
+            judge_says_it,
         ),
         Mistake(
             "everything padded, then one run",
@@ -1235,7 +1238,7 @@ BATCHES = Exercise(
             "yours pads, then runs all the images at once: run batches of exactly the declared size",
             R3["size"],
         ),
-        Mistake("the last batch not padded", no_padding, SHORT_LAST, R3["exact"], _judges_words),
+        Mistake("the last batch not padded", no_padding, SHORT_LAST, R3["exact"], judge_says_it),
         Mistake(
             "a full last batch padded too",
             pads_a_full_last_batch,

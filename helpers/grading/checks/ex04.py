@@ -28,7 +28,7 @@ from helpers.grading.checks._common import (
     test_images,
     write_varied_copy,
 )
-from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, numbers_in
+from helpers.grading.examiner import Case, Exercise, Mistake, Requirement, judge_says_it, numbers_in
 from helpers.pipeline.artifacts import existing_artifact
 from helpers.preprocess import INK_THRESHOLD, softmax
 
@@ -782,11 +782,6 @@ def _outcomes(cases, got):
 # and a wrong answer would run every one of them on each case.
 
 
-def _judges_words(cases, got) -> bool:
-    """Never spotted: this mistake's words are what its requirement's judge says of it, what differs."""
-    return False
-
-
 def _names_typed(cases, got) -> bool:
     """It runs with notebook 01's file (whose tensor names it typed) and fails with the renamed copy."""
     return all(
@@ -932,7 +927,7 @@ console.log(JSON.stringify(out));
 )
 
 
-def _mistake(name, pairs, words, breaks, spots=_judges_words):
+def _mistake(name, pairs, words, breaks, spots=judge_says_it):
     """A known script: the reference with ``pairs`` replaced (an edit function: any change)."""
     edit = pairs if callable(pairs) else _replacing(*pairs)
     return Mistake(name, Script(name, edit), words, breaks, spots)
