@@ -69,6 +69,10 @@ def flat_model(tmp_path):
 # (the main one, every pytest-xdist worker) imports TensorFlow is checked once, after every test, by
 # pytest_runtest_makereport below; tests/test_tensorflow_apart.py shows that check passing and failing.
 TENSORFLOW_GROUP = pytest.mark.isolated(group="tensorflow", timeout=3600)
+# pytest-isolated runs its groups before every other test, in the order of their first items: the notebooks
+# making artifacts are a group too, sorted first, so that the files exist before the TensorFlow child and the
+# rest read them, however pytest is launched (each runs once, under the build lock: pytest_runtest_protocol).
+ARTIFACTS_GROUP = pytest.mark.isolated(group="artifacts", timeout=3600)
 TENSORFLOW_MODULES = ("tensorflow", "keras", "tf2onnx")
 # pytest-isolated sets it in the child pytest it starts
 ISOLATED_CHILD = "PYTEST_RUNNING_IN_SUBPROCESS"
@@ -81,13 +85,16 @@ def runs_tensorflow(item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-isolated groups the items it finds marked
 def pytest_collection_modifyitems(items):
-    """Mark each notebook with its tiers; the tensorflow tests of tests/ go to pytest-isolated's child pytest."""
+    """Mark each notebook with its tiers; the notebooks making artifacts, then the tensorflow tests of tests/, go
+    to pytest-isolated's child pytests."""
     meta = series_meta()
     for item in items:
         if item.path.suffix == ".ipynb":
             names = ["slow", *meta.get(item.path.name, {}).get("markers", [])]
             for name in names + ["artifacts"] * makes_artifacts(item):
                 item.add_marker(name)
+            if makes_artifacts(item):
+                item.add_marker(ARTIFACTS_GROUP)
         if runs_tensorflow(item):
             item.add_marker(TENSORFLOW_GROUP)
             item.add_marker("solo")
