@@ -81,10 +81,10 @@ lint: $(VENV)/.installed
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 
-# Plain `pytest notebooks tests` in three parts (every option is in pyproject.toml; tests/conftest.py marks the
-# items, so each part names both folders; -v lists each test): the notebooks that make the artifacts, each run once
-# under the build lock; the rest on $(WORKERS) cores, a file (a notebook's cells) to a worker; then the "solo" tests
-# alone: the notebooks that measure speed, the LLM, Ray and TensorFlow tests. Every part runs; any failure fails.
+# Plain `pytest notebooks tests` in three parts (every option is in pyproject.toml; conftest.py marks the items;
+# -v lists each test): the notebooks that make the artifacts, each run once under the build lock; the rest on
+# $(WORKERS) cores, a file (a notebook's cells) to a worker; then the "solo" tests alone: the notebooks that
+# measure speed, the LLM, Ray and TensorFlow tests. Every part runs; any failure fails.
 WORKERS ?= 2
 test: setup browser lint
 	status=0; \

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-# imports Keras: run in the TensorFlow child pytest (tests/conftest.py)
+# imports Keras: run in the TensorFlow child pytest (conftest.py)
 pytestmark = pytest.mark.tensorflow
 
 

@@ -1,4 +1,4 @@
-"""TensorFlow never enters another pytest process than pytest-isolated's child (tests/conftest.py).
+"""TensorFlow never enters another pytest process than pytest-isolated's child (conftest.py).
 
 With the pinned builds, a process that loaded TensorFlow before PyTorch's dynamo exporter segfaults, so the suite
 keeps them apart, and conftest's ``pytest_runtest_makereport`` fails the first test after which a process other

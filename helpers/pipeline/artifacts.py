@@ -4,7 +4,7 @@
 that do not load yet, under a lock (``artifacts/.build.lock``), so parallel runs never race. A notebook's Setup calls
 ``ensure_artifact`` (run alone, it rebuilds what it needs, visibly); checkers, solutions and tests call
 ``existing_artifact``, which never trains: it names the notebook to run instead. ``make test`` runs the notebooks
-making files first, under the same lock (tests/conftest.py), so each runs once and the tests find their files.
+making files first, under the same lock (conftest.py), so each runs once and the tests find their files.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ the learner's own Keras model called on the same digits: the expected values are
 references (a training, a TensorFlow export) are not run during a check (``judged_alone``). Every known mistake
 is told from those outcomes (``spots``): making its file would cost a TensorFlow export, or a training, per check.
 
-TensorFlow is imported inside functions only: the main pytest process never loads it (tests/conftest.py), and
+TensorFlow is imported inside functions only: the main pytest process never loads it (conftest.py), and
 every exercise is marked "tensorflow" (its tests run in pytest-isolated's child).
 """
 
