@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 
 import numpy as np
 
 from helpers.grading.checks._common import (
     Exported,
     as_model_path,
-    known_folder,
+    exported_once,
     reference_logits,
     test_images,
 )
@@ -173,25 +172,6 @@ def _spot(variant, atol=1e-4):
 
 
 # --- the known mistakes' files, exported on first use (the generic test's rows; never during a check) ---------
-
-
-def _folder() -> Path:
-    return known_folder("ex01")
-
-
-def _once(reference):
-    """The reference, exporting once per process into a folder of its own: the examiner evaluates its answer line
-    on every row of the generic test. Its name and source stay the reference's (the teacher's notebook prints
-    them)."""
-    built: list = []
-
-    @functools.wraps(reference)
-    def once(*args):
-        if not built:
-            built.append(reference(str(_folder() / f"{reference.__name__}.onnx")))
-        return built[0]
-
-    return once
 
 
 def export(module, dummies, path, names, outputs, dynamic=None, dynamo=True):
@@ -510,7 +490,7 @@ R1 = dict(
 ROWS = Exercise(
     id="01.1",
     expects="the path of your .onnx file (a str or Path)",
-    reference=_once(export_rows),
+    reference=exported_once(export_rows),
     answer="answer = export_rows()",
     cases=rows_cases,
     run=run_file,
@@ -792,7 +772,7 @@ def _probabilities_float32_and_run():
 TEMPERATURE = Exercise(
     id="01.2",
     expects="the path of your .onnx file (a str or Path)",
-    reference=_once(export_temperature),
+    reference=exported_once(export_temperature),
     answer="answer = export_temperature()",
     cases=temperature_cases,
     run=run_file,
@@ -1173,7 +1153,7 @@ R3 = dict(
 ABSTAIN = Exercise(
     id="01.3",
     expects="the path of your .onnx file (a str or Path)",
-    reference=_once(export_abstain),
+    reference=exported_once(export_abstain),
     answer="answer = export_abstain()",
     cases=abstain_cases,
     run=run_file,

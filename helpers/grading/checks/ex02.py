@@ -20,7 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from helpers.grading.checks._common import Exported, as_model_path, known_folder, load_model
+from helpers.grading.checks._common import (
+    Exported,
+    as_model_path,
+    exported_once,
+    known_folder,
+    load_model,
+)
 from helpers.grading.checks._common import session as _session
 from helpers.grading.examiner import (
     Case,
@@ -285,21 +291,6 @@ class Built:
 
     def __call__(self, *args, **kwargs):
         return self._build()(*args, **kwargs)
-
-
-def _once(reference):
-    """The reference, exporting once per process into a folder of its own (the examiner evaluates its answer line
-    on every row of the generic test). Its name and source stay the reference's (the teacher's notebook prints
-    them)."""
-    built: list = []
-
-    @functools.wraps(reference)
-    def once(*args):
-        if not built:
-            built.append(reference(str(_folder() / f"{reference.__name__}.onnx")))
-        return built[0]
-
-    return once
 
 
 def export(function, signature, path):
@@ -1015,7 +1006,7 @@ def _scalar(case, got, want):
 TEMPERATURE = Exercise(
     id="02.2",
     expects="a pair (keras_model, path_of_your_onnx_file)",
-    reference=_once(export_temperature),
+    reference=exported_once(export_temperature),
     answer="answer = export_temperature()",
     cases=temperature_cases,
     run=run_temperature,
@@ -1287,7 +1278,7 @@ def _one_uint8(case, got, want):
 UINT8 = Exercise(
     id="02.3",
     expects="a pair (keras_model, path_of_your_onnx_file)",
-    reference=_once(export_uint8),
+    reference=exported_once(export_uint8),
     answer="answer = export_uint8()",
     cases=uint8_cases,
     run=run_uint8,
