@@ -57,8 +57,9 @@ def checked_model(name: str, nodes: list, weights: dict, output: str, width: int
     return model
 
 
-def cnn_nodes(kernel: int, pad: int, stride: int) -> list:
-    """Conv w1 (``kernel``, ``pad``), Relu, Conv w2 (3x3, ``stride``, pad 1), Relu, reshaped by 'flat' to 'h'."""
+def cnn_nodes(kernel: int, pad: int, stride: int, group: int = 1) -> list:
+    """Conv w1 (``kernel``, ``pad``), Relu, Conv w2 (3x3, ``stride``, pad 1, ``group`` groups), Relu, reshaped by
+    'flat' to 'h'."""
     from onnx.helper import make_node
 
     return [
@@ -73,6 +74,7 @@ def cnn_nodes(kernel: int, pad: int, stride: int) -> list:
             kernel_shape=[3, 3],
             strides=[stride] * 2,
             pads=[1] * 4,
+            group=group,
         ),
         make_node("Relu", ["c2"], ["r2"]),
         make_node("Reshape", ["r2", "flat"], ["h"]),

@@ -21,7 +21,7 @@ from unittest import mock
 
 import numpy as np
 
-from helpers.grading.checks.ex05 import checked_model
+from helpers.grading.checks.ex05 import checked_model, cnn_nodes
 from helpers.grading.examiner import Case, Exercise, Mistake, Raised, Requirement, fresh_folder
 
 # --- 06.1 A fair stopwatch -------------------------------------------------------------------------------------
@@ -674,8 +674,6 @@ def random_mlp(rng) -> str:
 def random_cnn(rng, head: str = "Gemm", groups: str = "") -> str:
     """A CNN of the check's own: Conv (kernel 3, 5 or 7, padded or not), Relu, Conv (3x3, stride 2 or 3, pad 1;
     ``groups`` "grouped": 2 or 3 groups, "depthwise": one per channel), Relu, Reshape, ``head``."""
-    from onnx.helper import make_node
-
     k1, stride2 = int(rng.choice([3, 5, 7])), int(rng.choice([2, 3]))
     pad1 = int(rng.integers(k1 // 2 + 1))  # from none to the output as large as the input
     group = {"": 1, "grouped": int(rng.choice([2, 3])), "depthwise": 0}[groups]
@@ -684,21 +682,7 @@ def random_cnn(rng, head: str = "Gemm", groups: str = "") -> str:
     c2 = group * int(rng.integers(1, 4)) if groups else int(rng.integers(4, 12))
     side = (28 + 2 * pad1 - k1) + 1
     side = (side + 2 - 3) // stride2 + 1
-    nodes = [
-        make_node("Conv", ["pixels", "w1", "b1"], ["c1"], kernel_shape=[k1, k1], pads=[pad1] * 4),
-        make_node("Relu", ["c1"], ["r1"]),
-        make_node(
-            "Conv",
-            ["r1", "w2", "b2"],
-            ["c2"],
-            kernel_shape=[3, 3],
-            strides=[stride2] * 2,
-            pads=[1] * 4,
-            group=group,
-        ),
-        make_node("Relu", ["c2"], ["r2"]),
-        make_node("Reshape", ["r2", "flat"], ["h"]),
-    ]
+    nodes = cnn_nodes(k1, pad1, stride2, group)
     head_nodes, head_weights = _head(rng, head, c2 * side * side)
     weights = {
         "w1": rng.normal(0, 0.3, (c1, 1, k1, k1)),
