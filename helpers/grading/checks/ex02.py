@@ -279,10 +279,6 @@ def _sizes(rng) -> list[int]:
 # --- the known answers' files and models, made on first use (the generic test's rows; never during a check) --
 
 
-def _folder() -> Path:
-    return known_folder("ex02")
-
-
 class Built:
     """A known answer's Keras model, made by ``build()`` the first time it is called (TensorFlow loads then)."""
 
@@ -368,7 +364,7 @@ def _remembered(reference):
     def remembered(x_train, y_train, path):
         key = _digest(x_train, y_train)
         if key not in trained:
-            kept = _folder() / f"reference-{key[:12]}.onnx"
+            kept = known_folder("ex02") / f"reference-{key[:12]}.onnx"
             trained[key] = reference(x_train, y_train, kept), kept
         model, kept = trained[key]
         shutil.copy(kept, path)
