@@ -128,8 +128,20 @@ def import_seconds(python: Path | str, module: str, repeat: int = 3) -> float:
     return statistics.median(samples[1:])
 
 
+#: Engines that read the same files with code of their own (notebook 04), measured like the training stacks.
+ENGINES = {
+    "onnxruntime + numpy": "onnxruntime",
+    "openvino + numpy": "openvino",
+    "tract + numpy": "tract",
+}
+
+
 def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
-    """{stack: (installed MB, median import seconds)}: the bare venv against torch and tensorflow here."""
+    """{stack: (installed MB, median import seconds)}: the bare venv, torch and tensorflow, then each engine.
+
+    The bare venv is measured whole (its ``site-packages``); the others by what they install here with everything
+    they require (``closure_size``), so the engines' rows, ONNX Runtime's included, compare with one another.
+    """
     site = site_packages(env_dir)
     bare_bytes = sum(
         f.stat().st_size for f in site.rglob("*") if f.is_file() and not f.is_symlink()
@@ -145,4 +157,7 @@ def stack_costs(env_dir: Path) -> dict[str, tuple[float, float]]:
             import_seconds(here, "torch"),
         ),
         "tensorflow": (closure_size(["tensorflow"]) / 1e6, import_seconds(here, "tensorflow")),
+    } | {
+        stack: (closure_size([package, "numpy"]) / 1e6, import_seconds(here, package))
+        for stack, package in ENGINES.items()
     }
