@@ -460,27 +460,25 @@ def test_teacher_plan_fits_three_hours_and_matches_the_notebooks():
     assert not missing, f"the plan has no row for the core path of {sorted(missing)}:\n{rows_now}"
 
 
-# The core-path budget a class must get through (optional notebooks aside): at the live pace (150 words, 6
-# code lines a minute) 5,000 words and 570 non-blank code lines are about 128 minutes, which TEACHING.md's
-# plan holds beside exercises, questions and breaks.
-MAX_CORE_WORDS, MAX_CORE_LINES = 5000, 570
+# The core-path budget a class must get through (optional notebooks aside), at the live pace (150 words, 6 code
+# lines a minute): 120 minutes leaves an hour of a 3-hour class for exercises, questions and breaks, which
+# TEACHING.md's plan holds.
+MAX_CORE_MINUTES = 120
 
 
 def test_core_paths_fit_a_three_hour_class():
-    """The core paths a class must get through (optional notebooks aside) hold at most ``MAX_CORE_WORDS`` words
-    and ``MAX_CORE_LINES`` non-blank code lines, and no code line over 100 characters. Details:
-    ``python -m helpers.series budget``."""
-    words = lines = 0
+    """The core paths a class must get through (optional notebooks aside) read in at most ``MAX_CORE_MINUTES``
+    minutes, and hold no code line over 100 characters. Details: ``python -m helpers.series budget``."""
+    minutes = 0.0
     for entry in series.read_series(NOTEBOOKS):
         counts = series.core_counts(nbformat.read(entry.path, as_version=4))
         assert counts["core_long_lines"] == 0, (
             f"{entry.path.name}: core-path code lines over 100 characters"
         )
         if not series.is_optional(entry):
-            words, lines = words + counts["core_words"], lines + counts["core_lines"]
-    assert words <= MAX_CORE_WORDS and lines <= MAX_CORE_LINES, (
-        f"core paths hold {words} words and {lines} code lines (budget: {MAX_CORE_WORDS:,} "
-        f"and {MAX_CORE_LINES}):\n{series.budget()}"
+            minutes += entry.reading_min[0]
+    assert minutes <= MAX_CORE_MINUTES, (
+        f"the core paths read in {minutes:.1f} minutes (budget: {MAX_CORE_MINUTES}):\n{series.budget()}"
     )
 
 

@@ -70,6 +70,14 @@ def run_reader(reader: str, model: str, feeds: Mapping[str, np.ndarray]) -> np.n
     raise ValueError(f"unknown reader {reader!r}: expected one of {READERS}")
 
 
+def first_line(message: str, limit: int = 160) -> str:
+    """The first line of ``message`` that says something (OpenVINO opens with "Exception from <file>:<line>:")."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    telling = [line for line in lines if not line.startswith("Exception from ")]
+    line = (telling or lines or ["(no message)"])[0]
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _child(reader: str, model: str, feeds_path: str, out_path: str) -> int:
     """The child process: run, then write the output (``.npy``) or the error's first line (``.json``)."""
     with np.load(feeds_path) as archive:
@@ -78,9 +86,8 @@ def _child(reader: str, model: str, feeds_path: str, out_path: str) -> int:
     try:
         output = np.asarray(run_reader(reader, model, feeds))
     except Exception as err:  # the reader refused the file: that is the result we report
-        first_line = (str(err).strip().splitlines() or [type(err).__name__])[0]
         Path(out_path).with_suffix(".json").write_text(
-            json.dumps({"error": f"{type(err).__name__}: {first_line}"})
+            json.dumps({"error": f"{type(err).__name__}: {first_line(str(err))}"})
         )
         return 0
     np.save(out_path, output)
@@ -130,7 +137,7 @@ def try_reader(
             error = json.loads(out_path.with_suffix(".json").read_text())["error"]
             return Outcome(file, reader, "refuses", message=error)
         if child.returncode != 0 or not out_path.is_file():
-            last = (child.stderr.strip().splitlines() or ["(nothing printed)"])[-1]
+            last = (child.stderr.strip().splitlines() or ["(nothing printed)"])[-1][:160]
             return Outcome(file, reader, "dies", message=f"exit code {child.returncode}: {last}")
         output = np.load(out_path).astype(np.float32)
     if output.shape != reference.shape:
@@ -150,16 +157,17 @@ def readers_table(
     tolerance: float = 1e-4,
     classifier: bool = True,
     workers: int = 2,
-    log: Callable[[str], None] = print,
 ) -> list[Outcome]:
-    """Every (file, reader) pair, ``workers`` child processes at a time, one line of progress per file.
+    """Every (file, reader) pair, ``workers`` child processes at a time, with a progress bar over the files.
 
     ``feeds_for(path)`` gives the file's feeds in its input order and types; ``reference_for(path, feeds)``
     ONNX Runtime's first output on them (run by the caller, in its own process: the reference reader).
     """
+    from tqdm.auto import tqdm  # extra code: progress bar only
+
     outcomes = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        for label, path in files.items():
+        for label, path in tqdm(files.items(), desc="files x readers", unit="file"):
             feeds = feeds_for(path)
             reference = reference_for(path, feeds)
             row = list(
@@ -170,7 +178,6 @@ def readers_table(
                     readers,
                 )
             )
-            log(f"{label:<34} " + "  ".join(f"{o.reader}: {o.status}" for o in row))
             outcomes += row
     return outcomes
 
