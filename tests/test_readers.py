@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import stat
 
 import numpy as np
@@ -106,3 +107,16 @@ def test_table_and_grid_show_every_outcome(tmp_path):
     fig = readers.draw_readers_grid(outcomes, "tiny")
     labels = sorted(t.get_text() for t in fig.axes[0].texts)
     assert labels == sorted(o.cell() for o in outcomes)
+
+
+def test_tract_matches_operators_by_name_whatever_their_domain(tmp_path):
+    """Where readers differ (pinned tract 0.23.9): a `Gelu` declared in a made-up domain runs as ONNX's own,
+    where the reference evaluator refuses it. A reader that runs a file is not proof it read its domains."""
+    model = tiny_model(tmp_path / "gelu.onnx", domain="com.example", op="Gelu")
+    erf = np.vectorize(math.erf)
+    gelu = (0.5 * X * (1 + erf(X / np.sqrt(2)))).astype(np.float32)
+    ran = readers.try_reader("tract", "gelu", model, {"x": X}, gelu, 1e-5, classifier=False)
+    refused = readers.try_reader(
+        "reference evaluator", "gelu", model, {"x": X}, gelu, 1e-5, classifier=False
+    )
+    assert (ran.status, refused.status) == ("agrees", "refuses"), (ran, refused)
