@@ -59,7 +59,8 @@ def answer_name(exercise_id: str) -> str:
 def graded(exercise_id: str, answer: Any):
     """``check(exercise_id, answer)`` as an assignment's check cell runs it: nothing to stderr (nbgrader gives
     0 to a graded cell that writes there), the verdict printed first, then at most ``SHOWN_LINES`` of what the
-    learner's code printed meanwhile. Returns the feedback, which the graded cells read."""
+    learner's code printed meanwhile; its repeat hint names the answer's variable ``answer_NN_K``. Returns the
+    feedback, which the graded cells read."""
     printed = io.StringIO()
     with (
         stderr_to_stdout(),
@@ -67,6 +68,8 @@ def graded(exercise_id: str, answer: Any):
         contextlib.redirect_stderr(printed),
     ):
         feedback = exercises.check(exercise_id, answer)
+    # the call that repeats the check names the learner's variable, which the check cell passed
+    feedback.answer_name = answer_name(exercise_id)
     print(feedback)
     lines = printed.getvalue().splitlines()
     if lines:
