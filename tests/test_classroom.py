@@ -35,6 +35,7 @@ ASSIGNMENT = "10_embed_sentences_transformer"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TIMEOUT_S = 30  # seconds per cell in this test: the looping learner's cell is stopped after it
 EXERCISES = ("10.1", "10.2")
+ABSENT = "hal"  # on the class list, hands nothing in
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # what nbgrader leaves of a solution
 
 # What learners wrote instead of the reference, each breaking what its comment says
@@ -151,6 +152,8 @@ def graded_class(tmp_path_factory):
 
     logs = {}
     for step, args in {
+        # a learner on the class list who hands nothing in
+        "db student add": ["db", "student", "add", ABSENT],
         "zip_collect": ["zip_collect", ASSIGNMENT],
         "autograde": ["autograde", ASSIGNMENT, f"--Execute.timeout={TIMEOUT_S}"],
         "generate_feedback": ["generate_feedback", ASSIGNMENT],
@@ -202,6 +205,16 @@ def errors(cell) -> list[str]:
     return [o.ename for o in cell.get("outputs", []) if o.output_type == "error"]
 
 
+def test_the_teachers_terminal_holds_no_warning_our_settings_cause(graded_class):
+    for step, log in graded_class["logs"].items():
+        for noise in (
+            "Kernel is running over TCP without encryption",
+            "SAWarning",
+            "No nbgrader_config.py file found",
+        ):
+            assert noise not in log, f"{step} printed {noise!r}:\n{log[-3000:]}"
+
+
 def test_a_cell_that_never_ends_is_stopped_and_the_rest_runs(graded_class):
     eve = autograded(graded_class["course"], "eve")
     assert errors(eve["answer_10_1"]), "the looping cell shows no error: was it stopped?"
@@ -220,10 +233,12 @@ def test_a_graded_cell_replaced_by_pass_is_restored(graded_class):
     assert "AssertionError" in errors(fay[replaced])
 
 
-def test_the_csv_holds_each_learners_total(graded_class):
+def test_the_csv_holds_each_learners_total_and_none_for_who_handed_nothing_in(graded_class):
     with open(graded_class["course"] / "grades.csv", newline="") as f:
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     got = scores(graded_class["course"])
+    absent = rows.pop(ABSENT)
+    assert absent["score"] == absent["raw_score"] == "", absent  # not nbgrader's 0.0
     assert sorted(rows) == sorted(got)
     for learner, row in rows.items():
         assert row["assignment"] == ASSIGNMENT

@@ -4,6 +4,12 @@ The whole course, run by nbgrader itself, is tests/test_classroom.py's (slow).""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+
 import onnx
 
 from helpers.grading import classroom
@@ -19,3 +25,51 @@ def test_the_repeat_hint_names_the_learners_variable(capsys):
     # in a notebook, where the variable's name is unknown, the hint says `answer`, not the class name
     plain = check("00.1", onnx.ModelProto(), seed=feedback.seed)
     assert f'check("00.1", answer, seed={feedback.seed})' in str(plain)
+
+
+def resolved_config(folder, config_path) -> dict:
+    """The settings nbgrader's ``validate`` resolves when run in ``folder``, with ``config_path`` as the venv's
+    Jupyter config folder (JUPYTER_CONFIG_PATH stands in for what `make setup` installs there)."""
+    code = (
+        "import json\n"
+        "from nbgrader.apps.validateapp import ValidateApp\n"
+        "app = ValidateApp()\n"
+        "app.initialize([])\n"
+        "c = app.config\n"
+        "print(json.dumps([c.Execute.get('timeout'), c.KernelManager.get('transport_encryption'),"
+        " c.ExportApp.get('plugin_class')]))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=folder,
+        env={**os.environ, "JUPYTER_CONFIG_PATH": str(config_path)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "No nbgrader_config.py file found" not in run.stderr, run.stderr
+    return dict(zip(("timeout", "transport_encryption", "export"), json.loads(run.stdout)))
+
+
+def test_a_learners_validate_anywhere_and_the_teachers_use_the_course_settings(tmp_path):
+    """Where a learner runs ``nbgrader validate`` (any folder, no nbgrader_config.py), the per-cell limit is the
+    class's, not nbgrader's 30 s, and the kernel's sockets are encrypted (no "running over TCP" warning)."""
+    venv_etc = tmp_path / "etc-jupyter"
+    venv_etc.mkdir()
+    shutil.copyfile(
+        classroom.COURSE_TEMPLATE / "execution_config.py", venv_etc / "nbgrader_config.py"
+    )
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    course = tmp_path / "course"
+    course.mkdir()
+    for name in classroom.CONFIG_FILES:
+        shutil.copyfile(classroom.COURSE_TEMPLATE / name, course / name)
+    for folder, export in ((learner, None), (course, "helpers.grading.grades_export.CsvExport")):
+        got = resolved_config(folder, venv_etc)
+        assert got["timeout"] >= 4 * 60 > 30, got
+        assert got["transport_encryption"] == "auto", got
+        assert got["export"] == export, got
+    # the teacher's course alone, without the learners' file installed
+    alone = resolved_config(course, tmp_path / "nothing-here")
+    assert alone == got, alone

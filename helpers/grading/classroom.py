@@ -40,6 +40,8 @@ from helpers.grading import exercises
 
 # nbgrader_config.py; what nbgrader writes beside it is git-ignored
 COURSE_TEMPLATE = REPO_ROOT / "classroom"
+# the course's settings (nbgrader_config.py loads execution_config.py, which `make setup` also installs for learners)
+CONFIG_FILES = ("nbgrader_config.py", "execution_config.py")
 POINTS = 1  # per stated requirement: one graded cell each
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 ANSWER_LINE = (
@@ -229,9 +231,9 @@ def generate(course: Path, numbers: list[str] | None = None) -> list[str]:
     a course folder other than the template gets the template's ``nbgrader_config.py``. Returns the ids."""
     course = Path(course).resolve()
     (course / "exchange").mkdir(parents=True, exist_ok=True)  # nbgrader_config.py's Exchange.root
-    config = course / "nbgrader_config.py"
     if course != COURSE_TEMPLATE.resolve():
-        shutil.copyfile(COURSE_TEMPLATE / "nbgrader_config.py", config)
+        for name in CONFIG_FILES:
+            shutil.copyfile(COURSE_TEMPLATE / name, course / name)
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if numbers:
         unknown = sorted(set(numbers) - {p.name[:2] for p in paths})
