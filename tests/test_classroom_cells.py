@@ -13,7 +13,8 @@ import sys
 import onnx
 
 from helpers.grading import classroom
-from helpers.grading.exercises import check
+from helpers.grading.exercises import all_exercises, check, listed
+from helpers.pipeline.artifacts import notebook_paths
 
 
 def test_the_repeat_hint_names_the_learners_variable(capsys):
@@ -73,3 +74,24 @@ def test_a_learners_validate_anywhere_and_the_teachers_use_the_course_settings(t
     # the teacher's course alone, without the learners' file installed
     alone = resolved_config(course, tmp_path / "nothing-here")
     assert alone == got, alone
+
+
+def test_each_release_carries_the_set_up_its_exercises_use():
+    """The set-up cell: the lesson's imports, the files of earlier notebooks the checks read (built as the
+    lesson builds them), the names the texts refer to; it compiles for every assignment."""
+    setups = {
+        path.name[:2]: classroom.setup_code(path, list(listed(path)))
+        for path in notebook_paths()
+        if any(e.startswith(path.name[:2] + ".") for e in all_exercises())
+    }
+    for number, code in setups.items():
+        compile(code, f"setup of {number}", "exec")
+        assert code.endswith("from helpers.grading.exercises import check"), code
+    # 00.3 breaks "the tiny model", as notebook 00 writes it (copy.deepcopy(tiny)); 00.2 interprets notebook 01's
+    # file, which the set-up builds the way notebook 00 does
+    assert "import copy" in setups["00"].splitlines()
+    assert "tiny = helper.make_model(" in setups["00"]
+    assert 'mlp_path = ensure_artifact("mnist_mlp_pytorch.onnx")' in setups["00"]
+    # 03's checks read notebook 01's file and (a known mistake) notebook 02's: notebook 03's own Setup statement
+    assert 'ensure_artifact("mnist_mlp_pytorch.onnx")' in setups["03"]
+    assert 'ensure_artifact("mnist_mlp_keras.onnx")' in setups["03"]
