@@ -3,6 +3,14 @@
 
 from pathlib import Path
 
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteCells,
+    OverwriteKernelspec,
+)
+
 c = get_config()  # noqa: F821 (nbgrader defines get_config when it loads this file)
 
 COURSE = Path(__file__).resolve().parent
@@ -25,3 +33,15 @@ load_subconfig(str(COURSE / "execution_config.py"))  # noqa: F821 (nbgrader defi
 
 # grades.csv: a learner who handed nothing in for an assignment gets empty scores, not nbgrader's 0.0
 c.ExportApp.plugin_class = "helpers.grading.grades_export.CsvExport"
+
+# A cell a learner deleted is put back as released before nbgrader's OverwriteCells (which restores edited
+# cells, not deleted ones), with a note the feedback shows and a warning in autograde's output: nbgrader's
+# default list with helpers/grading/restore_cells.py's preprocessor before OverwriteCells
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    "helpers.grading.restore_cells.RestoreMissingCells",
+    OverwriteCells,
+    CheckCellMetadata,
+]
