@@ -9,11 +9,12 @@ from sqlalchemy.exc import SAWarning
 c = get_config()  # noqa: F821 (nbgrader defines get_config when it loads this file)
 
 # Seconds per cell: a cell that runs longer is interrupted and scores 0 (the learner's next cells and the rest
-# of the class are still graded). The slowest cell of the ten teacher's versions is check_02_1 (it trains
-# 02.1's CNN on the training digits): about a minute on a busy 2-core machine (measured by
-# tests/test_classroom.py::test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks, read back
-# with `python -m helpers.grading.classroom timings`). A learner gets 4 times that: a slower right answer, a
-# busier machine. nbgrader's own default, 30 s, would stop a right answer's check.
+# of the class are still graded). The slowest check cell of the teacher's versions is check_02_1 (it trains
+# 02.1's CNN on the training digits): 30 s on a busy 2-core machine; the slowest cell of all is a set-up that
+# builds an earlier notebook's file the first time (03's runs notebooks 01 and 02: 92 s), once per machine.
+# Measured by tests/test_classroom.py::test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks,
+# read back with `python -m helpers.grading.classroom timings`. A learner gets 4 times a minute: a slower right
+# answer, a busier machine. nbgrader's own default, 30 s, would stop a right answer's check.
 SLOWEST_REFERENCE_S = 70
 c.Execute.timeout = 4 * SLOWEST_REFERENCE_S
 
