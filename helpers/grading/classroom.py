@@ -43,7 +43,7 @@ from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.grading import exercises
 from helpers.pipeline.artifacts import producers
 
-# nbgrader_config.py; what nbgrader writes beside it is git-ignored
+# the course template: its settings (CONFIG_FILES) are in git, what nbgrader writes beside them is not
 COURSE_TEMPLATE = REPO_ROOT / "classroom"
 # the course's settings (nbgrader_config.py loads execution_config.py, which `make setup` also installs for learners)
 CONFIG_FILES = ("nbgrader_config.py", "execution_config.py")
