@@ -42,6 +42,11 @@ $(VENV)/.installed: $(REQUIREMENTS) pyproject.toml | $(BIN)/python
 	$(BIN)/python -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python 3.11 (onnx-pdf)"
 	touch $@
 
+# How nbgrader runs the course's notebooks from any folder (its per-cell timeout, the kernel's transport): a
+# learner's `nbgrader validate` reads it from the venv's Jupyter config folder (TEACHING.md).
+$(VENV)/etc/jupyter/nbgrader_config.py: classroom/execution_config.py | $(VENV)/.installed
+	install -D -m 644 $< $@
+
 # Node.js 18 or newer runs the JavaScript side (notebook 04); Debian's nodejs (18) is installed where we may (root).
 node:
 	@if node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' 2>/dev/null; then :; \
@@ -54,7 +59,7 @@ node_modules/.installed: package.json package-lock.json | node
 	npm ci --no-audit --no-fund $(NPM_FROM)
 	touch $@
 
-setup: $(VENV)/.installed node_modules/.installed
+setup: $(VENV)/.installed $(VENV)/etc/jupyter/nbgrader_config.py node_modules/.installed
 	$(if $(BUNDLE),mkdir -p $(ASSET_CACHE) && cp -R $(BUNDLE_DIR)/cache/. $(ASSET_CACHE)/)
 	$(BIN)/python -m helpers.data.assets fetch
 	$(BIN)/python -m helpers.data.mnist

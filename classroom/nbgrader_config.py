@@ -3,6 +3,14 @@
 
 from pathlib import Path
 
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteCells,
+    OverwriteKernelspec,
+)
+
 c = get_config()  # noqa: F821 (nbgrader defines get_config when it loads this file)
 
 COURSE = Path(__file__).resolve().parent
@@ -19,11 +27,21 @@ c.FileNameCollectorPlugin.named_regexp = (
     r".*/(?P<student_id>[A-Za-z0-9-]+)_(?P<file_id>\d\d_\w+\.ipynb)$"
 )
 
-# Seconds per cell when autograding: a cell that runs longer is interrupted and scores 0 (the learner's next
-# cells and the rest of the class are still graded). The slowest cell of the ten teacher's versions is
-# check_02_1 (it trains 02.1's CNN on the training digits): about a minute on a busy 2-core machine (measured
-# by tests/test_classroom.py::test_every_release_with_the_reference_pasted_in_autogrades_to_full_marks, read back with
-# `python -m helpers.grading.classroom timings`). A learner gets 4 times that: a slower right answer, a
-# busier machine.
-SLOWEST_REFERENCE_S = 70
-c.Execute.timeout = 4 * SLOWEST_REFERENCE_S
+# How every nbgrader run of the course executes notebooks (per-cell timeout, kernel transport), shared with the
+# learners' set-up: execution_config.py
+load_subconfig(str(COURSE / "execution_config.py"))  # noqa: F821 (nbgrader defines it too)
+
+# grades.csv: a learner who handed nothing in for an assignment gets empty scores, not nbgrader's 0.0
+c.ExportApp.plugin_class = "helpers.grading.grades_export.CsvExport"
+
+# A cell a learner deleted is put back as released before nbgrader's OverwriteCells (which restores edited
+# cells, not deleted ones), with a note the feedback shows and a warning in autograde's output: nbgrader's
+# default list with helpers/grading/restore_cells.py's preprocessor before OverwriteCells
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    "helpers.grading.restore_cells.RestoreMissingCells",
+    OverwriteCells,
+    CheckCellMetadata,
+]

@@ -1,7 +1,7 @@
 """The nbgrader course, end to end with nbgrader's own commands, on assignment 10 (numpy only: it grades in
 seconds).
 
-A class of seven learners, each made from the release version, collected with ``zip_collect``, autograded,
+A class of eight learners, each made from the release version, collected with ``zip_collect``, autograded,
 given feedback and exported. Each exercise gives a point per requirement its text states, so a learner who
 breaks one requirement keeps the others' points; each learner's points per exercise are read from the gradebook
 with ``python -m helpers.grading.classroom scores``. Also: ``nbgrader validate`` and the feedback pages carry the
@@ -35,6 +35,9 @@ ASSIGNMENT = "10_embed_sentences_transformer"
 NOTEBOOK = f"{ASSIGNMENT}.ipynb"
 TIMEOUT_S = 30  # seconds per cell in this test: the looping learner's cell is stopped after it
 EXERCISES = ("10.1", "10.2")
+# what ivy deleted: the set-up, a check cell, a graded cell (autograding puts them back as released)
+DELETED = ("setup", "check_10_1", "grade_10_2_1")
+ABSENT = "hal"  # on the class list, hands nothing in
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"  # what nbgrader leaves of a solution
 
 # What learners wrote instead of the reference, each breaking what its comment says
@@ -107,13 +110,18 @@ def the_class(reference: dict) -> dict[str, tuple[dict, dict]]:
             {"answer_10_1": CHATTY_PADDING_IN, "answer_10_2": RAISES_WHEN_CALLED},
             {"10.1": full["10.1"] - 1, "10.2": 0},
         ),
+        "ivy": ({**right, **{cell: None for cell in DELETED}}, full),  # right, cells deleted
     }
 
 
 def submission(release: nbformat.NotebookNode, sources: dict) -> nbformat.NotebookNode:
     """A learner's notebook: the release version, each answer cell of ``sources`` with its code in place of
-    the stub, any other cell of ``sources`` replaced whole."""
+    the stub, any other cell of ``sources`` replaced whole, or deleted where its source is None."""
     notebook = nbformat.from_dict(release)
+    gone = {grade_id for grade_id, source in sources.items() if source is None}
+    notebook.cells = [
+        c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in gone
+    ]
     for cell in notebook.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id not in sources:
@@ -151,6 +159,8 @@ def graded_class(tmp_path_factory):
 
     logs = {}
     for step, args in {
+        # a learner on the class list who hands nothing in
+        "db student add": ["db", "student", "add", ABSENT],
         "zip_collect": ["zip_collect", ASSIGNMENT],
         "autograde": ["autograde", ASSIGNMENT, f"--Execute.timeout={TIMEOUT_S}"],
         "generate_feedback": ["generate_feedback", ASSIGNMENT],
@@ -202,6 +212,16 @@ def errors(cell) -> list[str]:
     return [o.ename for o in cell.get("outputs", []) if o.output_type == "error"]
 
 
+def test_the_teachers_terminal_holds_no_warning_our_settings_cause(graded_class):
+    for step, log in graded_class["logs"].items():
+        for noise in (
+            "Kernel is running over TCP without encryption",
+            "SAWarning",
+            "No nbgrader_config.py file found",
+        ):
+            assert noise not in log, f"{step} printed {noise!r}:\n{log[-3000:]}"
+
+
 def test_a_cell_that_never_ends_is_stopped_and_the_rest_runs(graded_class):
     eve = autograded(graded_class["course"], "eve")
     assert errors(eve["answer_10_1"]), "the looping cell shows no error: was it stopped?"
@@ -220,10 +240,23 @@ def test_a_graded_cell_replaced_by_pass_is_restored(graded_class):
     assert "AssertionError" in errors(fay[replaced])
 
 
-def test_the_csv_holds_each_learners_total(graded_class):
+def test_deleted_cells_are_put_back_and_said_so(graded_class):
+    log = graded_class["logs"]["autograde"]
+    for cell in DELETED:
+        assert f"ivy deleted cell {cell} of {ASSIGNMENT}: put back as released" in log, log[-3000:]
+    ivy = autograded(graded_class["course"], "ivy")
+    assert sorted(ivy) == sorted(autograded(graded_class["course"], "ada"))
+    page = " ".join(feedback_page(graded_class["course"], "ivy").split())
+    for cell in DELETED:
+        assert f"Put back by autograding: the cell below ({cell}) was missing" in page
+
+
+def test_the_csv_holds_each_learners_total_and_none_for_who_handed_nothing_in(graded_class):
     with open(graded_class["course"] / "grades.csv", newline="") as f:
         rows = {row["student_id"]: row for row in csv.DictReader(f)}
     got = scores(graded_class["course"])
+    absent = rows.pop(ABSENT)
+    assert absent["score"] == absent["raw_score"] == "", absent  # not nbgrader's 0.0
     assert sorted(rows) == sorted(got)
     for learner, row in rows.items():
         assert row["assignment"] == ASSIGNMENT

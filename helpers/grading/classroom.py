@@ -12,13 +12,17 @@ for nbgrader (TEACHING.md has the teacher's other commands). Per exercise ``NN.K
 - one read-only graded cell per stated requirement, worth ``POINTS``: it passes when the answer meets that
   requirement on the check's cases, and its assertion says why not.
 
-Before the exercises, one read-only set-up cell: the set-up each exercise declares (``Exercise.setup``), and
-``check``'s import.
+Before the exercises, one read-only set-up cell, computed from what the exercises use (``setup_code``): the
+set-up each declares (``Exercise.setup``), the lesson's imports, the files of earlier notebooks the checks read
+(built or fetched with ``ensure_artifact``, as the lesson's Setup does), the lesson's statements binding the
+names the texts refer to (``TEXT_NAMES``), and ``check``'s import.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import contextlib
 import csv
 import inspect
@@ -37,9 +41,12 @@ import nbformat
 
 from helpers.data.paths import NOTEBOOKS, REPO_ROOT
 from helpers.grading import exercises
+from helpers.pipeline.artifacts import producers
 
-# nbgrader_config.py; what nbgrader writes beside it is git-ignored
+# the course template: its settings (CONFIG_FILES) are in git, what nbgrader writes beside them is not
 COURSE_TEMPLATE = REPO_ROOT / "classroom"
+# the course's settings (nbgrader_config.py loads execution_config.py, which `make setup` also installs for learners)
+CONFIG_FILES = ("nbgrader_config.py", "execution_config.py")
 POINTS = 1  # per stated requirement: one graded cell each
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 ANSWER_LINE = (
@@ -59,7 +66,8 @@ def answer_name(exercise_id: str) -> str:
 def graded(exercise_id: str, answer: Any):
     """``check(exercise_id, answer)`` as an assignment's check cell runs it: nothing to stderr (nbgrader gives
     0 to a graded cell that writes there), the verdict printed first, then at most ``SHOWN_LINES`` of what the
-    learner's code printed meanwhile. Returns the feedback, which the graded cells read."""
+    learner's code printed meanwhile; its repeat hint names the answer's variable ``answer_NN_K``. Returns the
+    feedback, which the graded cells read."""
     printed = io.StringIO()
     with (
         stderr_to_stdout(),
@@ -67,6 +75,8 @@ def graded(exercise_id: str, answer: Any):
         contextlib.redirect_stderr(printed),
     ):
         feedback = exercises.check(exercise_id, answer)
+    # the call that repeats the check names the learner's variable, which the check cell passed
+    feedback.answer_name = answer_name(exercise_id)
     print(feedback)
     lines = printed.getvalue().splitlines()
     if lines:
@@ -145,6 +155,135 @@ def answer_code(exercise_id: str) -> str:
     return f"{name} = None\n{BEGIN}\n{code}\n{END}"
 
 
+# Names an exercise's text refers to that the lesson binds, beyond its files and imports ("break the tiny
+# model"): the set-up holds the lesson's statements that bind them, with those they need
+TEXT_NAMES = {"00.3": ("tiny",)}
+
+
+def _lesson_statements(path: Path) -> list[tuple[ast.stmt, str, bool]]:
+    """``(statement, its source, in the Setup cell?)`` of each top-level statement of the lesson's code cells
+    before its "## Exercises", in order (a cell Python cannot parse, e.g. a cell magic, is left out)."""
+    statements, in_setup = [], False
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            if re.search(r"^## Exercises$", cell.source, flags=re.MULTILINE):
+                break
+            in_setup = bool(re.search(r"^## Setup$", cell.source, flags=re.MULTILINE))
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        statements += [(n, ast.get_source_segment(cell.source, n), in_setup) for n in tree.body]
+        in_setup = False
+    return statements
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    """The names a top-level statement binds (imports aside)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = {
+        ast.Assign: lambda n: n.targets,
+        ast.AnnAssign: lambda n: [n.target],
+        ast.AugAssign: lambda n: [n.target],
+        ast.For: lambda n: [n.target],
+    }.get(type(node), lambda n: [])(node)
+    return {x.id for t in targets for x in ast.walk(t) if isinstance(x, ast.Name)}
+
+
+def _free(node: ast.stmt) -> set[str]:
+    """The names a statement reads that it does not bind itself."""
+    names = {x.id for x in ast.walk(node) if isinstance(x, ast.Name)}
+    stored = {
+        x.id for x in ast.walk(node) if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store)
+    }
+    args = {
+        a.arg
+        for x in ast.walk(node)
+        if isinstance(x, ast.arguments)
+        for a in ast.walk(x)
+        if isinstance(a, ast.arg)
+    }
+    return names - stored - args - set(dir(builtins))
+
+
+def _artifact_files(number: str) -> set[str]:
+    """The files of earlier notebooks the checks module of notebook ``number`` names (``producers()``)."""
+    made = producers()
+    module = exercises.check_modules()[number]
+    tree = ast.parse(inspect.getsource(module))
+    return {x.value for x in ast.walk(tree) if isinstance(x, ast.Constant) and x.value in made}
+
+
+def _artifact_calls(node: ast.stmt) -> set[str]:
+    """The files a statement passes to ``ensure_artifact`` as written (string constants)."""
+    return {
+        arg.value
+        for call in ast.walk(node)
+        if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "ensure_artifact"
+        for arg in call.args
+        if isinstance(arg, ast.Constant)
+    }
+
+
+def setup_code(path: Path, exercise_ids: list[str]) -> str:
+    """The assignment's read-only set-up cell, computed from what its exercises use: the set-up each declares;
+    every import of the lesson (an answer written as the lesson writes it finds its modules); the files of earlier
+    notebooks its checks read, built or fetched as the lesson's Setup does it (``ensure_artifact``: the notebook
+    that makes a missing file runs first, so every learner's checks find it, whatever the order); the lesson's
+    statements that bind the names the texts refer to (``TEXT_NAMES``), with those they need."""
+    statements = _lesson_statements(path)
+    declared = [
+        line for eid in exercise_ids for line in exercises.exercise(eid).setup.strip().splitlines()
+    ]
+    imports = [src for node, src, _ in statements if isinstance(node, (ast.Import, ast.ImportFrom))]
+    files = _artifact_files(path.name[:2])
+    chosen: dict[int, str] = {}  # statement index -> source, kept in the lesson's order
+    ensured: set[str] = set()
+    for k, (node, src, in_setup) in enumerate(statements):
+        wanted = _artifact_calls(node)
+        if in_setup and wanted and wanted <= files:
+            chosen[k] = src
+            ensured |= wanted
+    missing = sorted(files - ensured)
+    # the statements binding the names the texts refer to, and (latest binding first) what they read
+    needed = [(name, len(statements)) for eid in exercise_ids for name in TEXT_NAMES.get(eid, ())]
+    while needed:
+        name, before = needed.pop()
+        binders = [k for k in range(before) if name in _bound(statements[k][0])]
+        if not binders:
+            raise ValueError(f"{path.name}: no statement before the exercises binds {name!r}")
+        k = binders[-1]
+        if k not in chosen:
+            chosen[k] = statements[k][1]
+            needed += [
+                (free, k)
+                for free in _free(statements[k][0])
+                if free not in _imported(["\n".join(declared), *imports])
+            ]
+    lines = [*declared, *imports]
+    if missing:
+        lines.append("from helpers.pipeline.artifacts import ensure_artifact")
+        lines += [f'ensure_artifact("{name}")  # {producers()[name]} makes it' for name in missing]
+    lines += [chosen[k] for k in sorted(chosen)]
+    lines += [
+        "from helpers.grading.classroom import graded",
+        "from helpers.grading.exercises import check",
+    ]
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _imported(imports: list[str]) -> set[str]:
+    """The names a list of import statements binds."""
+    names = set()
+    for src in imports:
+        for node in ast.walk(ast.parse(src)):
+            if isinstance(node, ast.alias):
+                names.add(node.asname or node.name.split(".")[0])
+    return names
+
+
 def assignment_notebook(path: Path) -> nbformat.NotebookNode:
     """The nbgrader source notebook of the series' notebook ``path``."""
     notebook = nbformat.read(path, as_version=4)
@@ -153,16 +292,7 @@ def assignment_notebook(path: Path) -> nbformat.NotebookNode:
     checked = sorted(e for e in exercises.all_exercises() if e.startswith(number + "."))
     if sorted(texts) != checked:
         raise ValueError(f"{path.name}: its exercise list {sorted(texts)} != its checks {checked}")
-    # the set-up each exercise declares, each line once
-    lines = [line for eid in texts for line in exercises.exercise(eid).setup.strip().splitlines()]
-    setup_code = list(dict.fromkeys(lines))
-    setup = "\n".join(
-        [
-            *setup_code,
-            "from helpers.grading.classroom import graded",
-            "from helpers.grading.exercises import check",
-        ]
-    )
+    setup = setup_code(path, list(texts))
     title = notebook.cells[0].source.splitlines()[0].lstrip("# ")
     cells = [
         nbformat.v4.new_markdown_cell(
@@ -226,9 +356,9 @@ def generate(course: Path, numbers: list[str] | None = None) -> list[str]:
     a course folder other than the template gets the template's ``nbgrader_config.py``. Returns the ids."""
     course = Path(course).resolve()
     (course / "exchange").mkdir(parents=True, exist_ok=True)  # nbgrader_config.py's Exchange.root
-    config = course / "nbgrader_config.py"
     if course != COURSE_TEMPLATE.resolve():
-        shutil.copyfile(COURSE_TEMPLATE / "nbgrader_config.py", config)
+        for name in CONFIG_FILES:
+            shutil.copyfile(COURSE_TEMPLATE / name, course / name)
     paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     if numbers:
         unknown = sorted(set(numbers) - {p.name[:2] for p in paths})

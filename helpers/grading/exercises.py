@@ -127,8 +127,9 @@ class Feedback:
 def _name_of(answer: Any) -> str:
     """How the feedback spells the answer in the call that repeats a check: its name if it has one."""
     name = getattr(answer, "__name__", "")
-    # not '<lambda>'
-    return name if isinstance(name, str) and name.isidentifier() else "answer"
+    # not '<lambda>', nor a value's class name (a protobuf message such as a ModelProto has one)
+    own = isinstance(name, str) and name.isidentifier() and name != type(answer).__name__
+    return name if own else "answer"
 
 
 def check(exercise_id: str, answer: Any, seed: int | None = None) -> Feedback:
