@@ -38,6 +38,7 @@ def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 36
     """``(executed notebook, wall seconds)`` of a run in a fresh kernel of this environment, cwd = its folder."""
     import nbclient
     import nbformat
+    from traitlets.config import Config
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)  # a missing notebook: FileNotFoundError naming it
@@ -46,6 +47,10 @@ def execute_notebook(path: Path, kernel_name: str = "python3", timeout: int = 36
         timeout=timeout,
         kernel_name=kernel_name,
         resources={"metadata": {"path": str(path.parent)}},
+        # the kernel's sockets encrypted with keys the manager provisions (the kernelspec declares "curve"), as
+        # classroom/execution_config.py does for nbgrader: else ipykernel warns "Kernel is running over TCP
+        # without encryption" on every build, in a teacher's or learner's terminal too
+        config=Config({"KernelManager": {"transport_encryption": "auto"}}),
     )
     t0 = time.perf_counter()
     client.execute()
