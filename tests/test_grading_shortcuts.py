@@ -91,6 +91,30 @@ def _interpreter(reshape):
 
 
 ROWS = [
+    _row(
+        "04.1",
+        """
+        def ink(rgb):  # ink or not, at half the largest distance to the paper: faint edges lost
+            pixels = rgb.astype(float)
+            border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+            distance = np.linalg.norm(pixels - np.median(border, axis=0), axis=-1)
+            return (distance > distance.max() / 2).astype(float)
+        """,
+        "the ink painted there, faint edges too",
+        ("slow",),
+    ),
+    _row(
+        "04.1",
+        """
+        def ink(rgb):  # right: the distance to the paper over the mean of the 40 farthest pixels'
+            pixels = rgb.astype(np.float32)
+            edge = np.vstack([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+            distance = np.sqrt(((pixels - np.median(edge, axis=0)) ** 2).sum(axis=-1))
+            return np.clip(distance / np.sort(distance.ravel())[-40:].mean(), 0, 1)
+        """,
+        None,
+        ("slow",),
+    ),
     # a short batch that is also the first: sent unpadded, ONNX Runtime refuses it, so no labels come back
     _row(
         "03.3",
