@@ -14,9 +14,11 @@ import pytest
 
 from helpers.grading.checks import ex03
 from helpers.grading.examiner import expected_outcomes, numbers_in
-from helpers.grading.exercises import check, exercise
+from helpers.grading.exercises import check, exercise, requirements
 
 SEED = 20_261
+# an answer that raises on a case meets no requirement (the examiner's rule): the message names the case and error
+RAISES = "raises"
 
 
 def _first(breaks):
@@ -86,11 +88,41 @@ def _batches(few="", cut="len(images_uint8)"):
     return BATCHES.replace(" FEW", few).replace("CUT", cut)
 
 
+MACS = """
+def macs_per_image(path):  # the hint as written, the kernel read from the Conv's attributes
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(path)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+    }
+    dims = {t.name: list(t.dims) for t in model.graph.initializer}
+    total = 0
+    for node in model.graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Conv":
+            kh, kw = KERNEL
+            total += int(np.prod(shapes[node.output[0]])) * dims[node.input[1]][1] * kh * kw
+        elif node.op_type in ("Gemm", "MatMul") and node.input[1] in dims:
+            total += int(np.prod(dims[node.input[1]]))
+    return total
+"""
+
+
 def _interpreter(reshape):
     return INTERPRETER.replace("RESHAPE", reshape)
 
 
 ROWS = [
+    # an answer that raises meets no requirement (the examiner's rule): all four, the case and the cause named
+    _row("06.2", MACS.replace("KERNEL", 'attrs["kernel_shape"]'), RAISES),
+    _row(
+        "06.2", MACS.replace("KERNEL", 'attrs.get("kernel_shape", dims[node.input[1]][2:])'), None
+    ),
     _row(
         "04.1",
         """
@@ -158,6 +190,17 @@ ROWS = [
         """,
         "the most similar first",
     ),
+    # k equal to the number of documents: kth=k is out of bounds
+    _row(
+        "10.2",
+        """
+        def nearest(queries, documents, k):  # a partition at k, then the first k, sorted
+            scores = queries @ documents.T
+            top = np.argpartition(-scores, k, axis=1)[:, :k]
+            return np.take_along_axis(top, np.argsort(-np.take_along_axis(scores, top, 1)), 1)
+        """,
+        RAISES,
+    ),
     _row(
         "10.2",
         """
@@ -182,19 +225,13 @@ def test_a_shortcut_is_refused_by_the_requirement_it_breaks(exercise_id, source,
         assert feedback.ok, str(feedback)
         return
     assert not feedback.ok, f"accepted: {feedback}"
-    assert list(feedback.unmet) == ([breaks] if isinstance(breaks, str) else list(breaks)), str(
-        feedback
-    )
-    assert feedback.message.startswith(f"{_first(breaks)}: "), str(feedback)
+    if breaks == RAISES:
+        assert list(feedback.unmet) == requirements(exercise_id), str(feedback)
+        assert "your answer raised" in feedback.message, str(feedback)
+    else:
+        unmet = [breaks] if isinstance(breaks, str) else list(breaks)
+        assert list(feedback.unmet) == unmet, str(feedback)
+        assert feedback.message.startswith(f"{unmet[0]}: "), str(feedback)
     text, entry = str(feedback), exercise(exercise_id)
     for leak in (entry.secrets or numbers_in)(expected_outcomes(entry, SEED)):
         assert leak not in text, f"the feedback shows {leak!r}: {text}"
-
-
-def test_k_at_its_limit_is_a_case():
-    """10.2's k can be every document: ``np.argpartition(-scores, k)`` raises there (kth out of bounds), and an
-    answer that raises meets no requirement, so it stays out of the table above."""
-    feedback = check(
-        "10.2", lambda q, d, k: np.argpartition(-(q @ d.T), k, axis=1)[:, :k], seed=SEED
-    )
-    assert not feedback.ok and "your answer raised ValueError: kth" in feedback.message
