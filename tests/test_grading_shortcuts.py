@@ -118,6 +118,36 @@ def _interpreter(reshape):
 
 
 ROWS = [
+    _row(
+        "09.2",
+        """
+        def audit(expected_ids, written_ids):  # a count per id up to the largest written
+            expected, written = np.asarray(expected_ids), np.asarray(written_ids)
+            counts = np.bincount(written)
+            inside = expected[expected < len(counts)]
+            return {
+                "missing": sorted(inside[counts[inside] == 0].tolist()),
+                "duplicated": np.flatnonzero(counts > 1).tolist(),
+                "unexpected": sorted(set(written.tolist()) - set(expected.tolist())),
+            }
+        """,
+        "missing: the ids expected but never written",
+    ),
+    _row(
+        "09.2",
+        """
+        def audit(expected_ids, written_ids):  # right: a count per id, as long as both need
+            expected, written = np.asarray(expected_ids), np.asarray(written_ids)
+            top = int(max(expected.max(), written.max())) + 1
+            wrote, wanted = np.bincount(written, minlength=top), np.bincount(expected, minlength=top)
+            return {
+                "missing": np.flatnonzero((wanted > 0) & (wrote == 0)).tolist(),
+                "duplicated": np.flatnonzero(wrote > 1).tolist(),
+                "unexpected": np.flatnonzero((wrote > 0) & (wanted == 0)).tolist(),
+            }
+        """,
+        None,
+    ),
     # an answer that raises meets no requirement (the examiner's rule): all four, the case and the cause named
     _row("06.2", MACS.replace("KERNEL", 'attrs["kernel_shape"]'), RAISES),
     _row(
