@@ -113,11 +113,52 @@ def macs_per_image(path):  # the hint as written, the kernel read from the Conv'
 """
 
 
+GENERATE = """
+def generate(model, tokenizer, prompt_ids, max_new_tokens, stop=None):  # the notebook's loop, a stop test added
+    import re
+
+    import onnxruntime_genai as og
+
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=len(prompt_ids) + max_new_tokens, do_sample=False)
+    generator = og.Generator(model, params)
+    generator.append_tokens(prompt_ids)
+    stream, text, ids = tokenizer.create_stream(), "", []
+    while not generator.is_done():
+        generator.generate_next_token()
+        token = int(generator.get_next_tokens()[0])
+        ids.append(token)
+        text += stream.decode(token)
+        if stop is not None and STOPPED:
+            break
+    return ids
+"""
+
+
+def _generate(stopped):
+    return GENERATE.replace("STOPPED", stopped)
+
+
 def _interpreter(reshape):
     return INTERPRETER.replace("RESHAPE", reshape)
 
 
 ROWS = [
+    # a stop text at index 0 of the answer: find() is 0, never > 0
+    _row(
+        "07.2",
+        _generate("text.find(stop) > 0"),
+        ("stops right after the token completing stop", "greedy"),
+        ("llm",),
+    ),
+    # a stop text read as a pattern: ( . ? match what the answer does not hold as written
+    _row(
+        "07.2",
+        _generate("re.search(stop, text)"),
+        ("the stop text matched as written, case and all", "greedy"),
+        ("llm",),
+    ),
+    _row("07.2", _generate("text.find(stop) != -1"), None, ("llm",)),
     _row(
         "09.2",
         """
