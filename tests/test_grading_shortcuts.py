@@ -7,6 +7,7 @@ left padding, k at its limit), never from a catalogued mistake."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import numpy as np
@@ -21,14 +22,19 @@ SEED = 20_261
 RAISES = "raises"
 
 
+def _answer_name(source):
+    return re.findall(r"^def (\w+)", source, flags=re.MULTILINE)[-1]
+
+
 def _first(breaks):
     return breaks if isinstance(breaks, str) else breaks[0]
 
 
 def _row(exercise_id, source, breaks, marks=()):
-    """``breaks``: the requirement unmet alone (or those it breaks, an op and the logits it makes wrong); None for a
-    right answer. The answer is the source's first def."""
-    name = source.split("def ", 1)[1].split("(", 1)[0] if "def " in source else "answer"
+    """``breaks``: the requirement unmet alone (or those it breaks: an op and the logits it makes wrong, a run
+    refused and the labels it never gave); RAISES; None for a
+    right answer. The answer is the source's last function defined at its top level."""
+    name = _answer_name(textwrap.dedent(source))
     return pytest.param(
         exercise_id,
         textwrap.dedent(source),
@@ -144,6 +150,62 @@ def _interpreter(reshape):
 
 
 ROWS = [
+    # wrong-cause words once ("read the input's name from the model", which it does): the name it fed is an
+    # earlier call's. No file comes of it, so every requirement on the file is unmet too (the last, comparing
+    # labels, reads none: see helpers/grading/checks/ex05.py)
+    _row(
+        "05.1",
+        """
+        import onnx
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+
+        class DigitReader(CalibrationDataReader):
+            batches = []  # one list on the class: every reader appends to it
+
+            def __init__(self, images_uint8, input_name):
+                for start in range(0, len(images_uint8), 32):
+                    chunk = images_uint8[start : start + 32, None].astype(np.float32) / 255
+                    self.batches.append({input_name: chunk})
+                self.handed = iter(self.batches)
+
+            def get_next(self):
+                return next(self.handed, None)
+
+
+        def quantize_int8(fp32_path, int8_path, train_uint8):
+            name = onnx.load(fp32_path).graph.input[0].name
+            quantize_static(
+                fp32_path,
+                int8_path,
+                DigitReader(train_uint8, name),
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                op_types_to_quantize=["Conv", "Gemm", "MatMul"],
+            )
+        """,
+        tuple(requirements("05.1")[:-1]),
+        ("slow",),
+    ),
+    # wrong-cause words once ("take the most likely token"): the calls show the question went in cut short
+    _row(
+        "07.1",
+        """
+        def answer_each(generator, tokenizer, prefix_len, questions_ids, max_new_tokens):
+            answers = []
+            for question in questions_ids:
+                generator.rewind_to(prefix_len)
+                generator.append_tokens(np.asarray(question)[1:])  # its first token dropped
+                ids = []
+                while not generator.is_done() and len(ids) < max_new_tokens:
+                    generator.generate_next_token()
+                    ids.append(int(generator.get_next_tokens()[0]))
+                answers.append(ids)
+            return answers
+        """,
+        "the greedy answer, whole",
+        ("llm",),
+    ),
     # a stop text at index 0 of the answer: find() is 0, never > 0
     _row(
         "07.2",
@@ -286,7 +348,7 @@ ROWS = [
 def _answer(source):
     space = {"np": np, "classify": ex03.classify}  # 03.1's answer, which 03.3's text reuses
     exec(source, space)  # the table's own answers, written as a learner would
-    return space[source.split("def ", 1)[1].split("(", 1)[0]]
+    return space[_answer_name(source)]
 
 
 @pytest.mark.parametrize("exercise_id, source, breaks", ROWS)

@@ -393,11 +393,29 @@ def _within_budget(case, got, _):
     )
 
 
+def _cut_question(case, got, only=None) -> str:
+    """What the calls show when a question (any, or number ``only``) never went in whole: its first tokens left
+    out of every append (its answer then differs from the first token on, as a token other than the most likely
+    one would make it)."""
+    appended = [ids for _, ids in _appends(got)]
+    for k, question in enumerate(case.data.asked):
+        if only is not None and k != only:
+            continue
+        if any(question == ids[-len(question) :] for ids in appended if len(ids) >= len(question)):
+            continue
+        for cut in range(1, len(question)):
+            if question[cut:] in appended:
+                return f": you appended question {k + 1} without its first {cut} token(s)"
+    return ""
+
+
 def _greedy_answers(case, got, _):
     r = case.data
     for i, (ids, want) in enumerate(zip(got.answers, r.wants)):
         if _bare(ids, r.eos) != want:
-            return f"answer {i + 1}: {_leaves(_bare(ids, r.eos), want)}"
+            return (
+                f"answer {i + 1}: {_leaves(_bare(ids, r.eos), want)}{_cut_question(case, got, i)}"
+            )
     return None
 
 
@@ -603,6 +621,9 @@ def _all_short(cases, outcomes) -> bool:
 
 
 def _first_token_other(cases, outcomes) -> bool:
+    # not when a question went in cut short: the judge's words name that cause
+    if any(isinstance(o, Asked) and _cut_question(c, o) for c, o in zip(cases, outcomes)):
+        return False
     return any(
         isinstance(o, Asked) and ids and want and ids[0] != want[0]
         for c, o in zip(cases, outcomes)
