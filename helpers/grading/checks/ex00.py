@@ -612,7 +612,11 @@ def interpret(model, image):
         elif node.op_type == "Div":
             out = x[0] / x[1]
         elif node.op_type == "Reshape":
-            out = x[0].reshape(x[1])
+            # a 0 in the target copies the input's dimension there (unless allowzero=1)
+            keep = not attrs.get("allowzero")
+            out = x[0].reshape(
+                [x[0].shape[i] if d == 0 and keep else d for i, d in enumerate(x[1])]
+            )
         elif node.op_type == "Gemm":
             a = x[0].T if attrs.get("transA") else x[0]
             b = x[1].T if attrs.get("transB") else x[1]
@@ -640,8 +644,9 @@ def _normalisation(draw, shape=()):
 
 
 def _renamed_variant(exported, draw):
-    """Every tensor renamed, the weights and the normalisation constants changed, one Gemm's weight stored
-    [in, out] with transB=0."""
+    """Every tensor renamed, the weights and the normalisation constants changed, the Reshape's target [0, -1]
+    (0: "copy this dimension", the meaning the spec gives it while allowzero is 0, the default), one Gemm's
+    weight stored [in, out] with transB=0."""
     import onnx
     from onnx import numpy_helper
 
@@ -655,6 +660,12 @@ def _renamed_variant(exported, draw):
             changed = _perturbed(array, draw)
         if changed is not None:
             init.CopyFrom(numpy_helper.from_array(np.asarray(changed, array.dtype), init.name))
+    reshape = next(n for n in variant.graph.node if n.op_type == "Reshape")
+    target = next(i for i in variant.graph.initializer if i.name == reshape.input[1])
+    target.CopyFrom(numpy_helper.from_array(np.array([0, -1], np.int64), target.name))
+    kept = [a for a in reshape.attribute if a.name != "allowzero"]
+    del reshape.attribute[:]
+    reshape.attribute.extend(kept)
     gemm = [n for n in variant.graph.node if n.op_type == "Gemm"][1]
     init = next(i for i in variant.graph.initializer if i.name == gemm.input[1])
     init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).T.copy(), init.name))
@@ -783,8 +794,8 @@ def interpreter_cases(rng):
     sizes = int(rng.integers(2, 7)), 1, int(rng.integers(7, 10))
     models = {
         "the exported MLP": exported,
-        "a variant (tensors renamed, other weights and normalisation constants, one Gemm with its weight "
-        "stored [in, out] and transB=0)": _renamed_variant(exported, rng),
+        "a variant (tensors renamed, other weights and normalisation constants, Reshape to [0, -1], one Gemm "
+        "with its weight stored [in, out] and transB=0)": _renamed_variant(exported, rng),
         "a variant (per-pixel normalisation, Reshape to [-1, 392] then [-1, 784], a Gemm with transA=1)": (
             _reshaped_variant(exported, rng)
         ),
@@ -957,9 +968,28 @@ def _op_judge(op):
             return None
         k = bad[0]
         mine, right = got["nodes"][k], case.data["nodes"][k][2]
-        return f"on {case.name}, the first node it gets wrong is node {k} ({op}), given the right input: {_how(mine, right)}"
+        said = f"on {case.name}, the first node it gets wrong is node {k} ({op}), given the right input: {_how(mine, right)}"
+        return said + _zero_in_target(case.args[0], k)
 
     return judge
+
+
+def _zero_in_target(model, k) -> str:
+    """What a Reshape's target holding 0 means, when node ``k`` is one (the spec's special value)."""
+    from onnx import numpy_helper
+
+    node = model.graph.node[k]
+    if node.op_type != "Reshape":
+        return ""
+    inits = {i.name: i for i in model.graph.initializer}
+    target = numpy_helper.to_array(inits[node.input[1]])
+    allowzero = any(a.name == "allowzero" and a.i for a in node.attribute)
+    if allowzero or 0 not in target:
+        return ""
+    return (
+        f"; its target {target.tolist()} holds a 0, which Reshape reads as 'copy this dimension of the input' "
+        "(allowzero is 0, the default)"
+    )
 
 
 def _logits(case, got, want):
@@ -967,18 +997,33 @@ def _logits(case, got, want):
     if _close(logits, right):
         return None
     nodes = got["nodes"]
-    if nodes and all(not _close(m, r) for m, (_, _, r) in zip(nodes, case.data["nodes"])):
+    bad = [k for k, (m, (_, _, r)) in enumerate(zip(nodes, case.data["nodes"])) if not _close(m, r)]
+    walks, returns = ": check how it walks the graph", ": check what it returns"
+    if bad and len(bad) < len(nodes):
+        # an op is wrong: its own requirement says how, these words only agree with it
+        op = case.args[0].graph.node[bad[0]].op_type
+        every = f"node {bad[0]} ({op}) alone, given the right input, is wrong too"
+        walks = returns = ""
+    elif bad:
         every = "every node alone, given the right input, is wrong too"
     else:
         every = "each node alone, given the right input, is right"
     if isinstance(logits, Raised):
-        return f"on {case.name}, your interpreter raises {logits} ({every}: check how it walks the graph)"
+        return f"on {case.name}, your interpreter raises {logits} ({every}{walks})"
     if logits.dtype.kind not in "fiu":
         return f"on {case.name}, expected an array of logits, got {logits.tolist()!r:.60} ({every})"
     if logits.shape != right.shape:
         return f"on {case.name}, expected logits [batch, 10] for a batch of {len(case.args[1])}, got the shape {list(logits.shape)} ({every})"
     row = int(np.argmax(~np.isclose(logits, right, rtol=1e-4, atol=1e-5).all(axis=1)))
-    return f"on {case.name}, the logits differ from ONNX Runtime's, first for image {row} ({every}: check what it returns)"
+    return f"on {case.name}, the logits differ from ONNX Runtime's, first for image {row} ({every}{returns})"
+
+
+def _reshape(a, shape, allowzero=0):
+    target = np.array(shape)
+    if not allowzero:  # a 0 copies the input's dimension
+        zeros = np.flatnonzero(target == 0)
+        target[zeros] = np.take(a.shape, zeros)
+    return np.reshape(a, target)
 
 
 def interpret_with_a_table(model, image, changes=None, input_name=None, output_name=None):
@@ -993,15 +1038,13 @@ def interpret_with_a_table(model, image, changes=None, input_name=None, output_n
         "Sub": np.subtract,
         "Div": np.divide,
         "Relu": lambda a: np.clip(a, 0, None),
-        "Reshape": lambda a, shape: np.reshape(a, shape),
+        "Reshape": _reshape,
         "Gemm": gemm,
     } | (changes or {})
     env = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     env[input_name or model.graph.input[0].name] = image
     for node in model.graph.node:
-        attrs = {
-            a.name: helper.get_attribute_value(a) for a in node.attribute if a.name != "allowzero"
-        }
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
         if node.op_type in (changes or {}):
             attrs = {k: v for k, v in attrs.items() if k.startswith("trans")}
         (env[node.output[0]],) = [ops[node.op_type](*(env[t] for t in node.input), **attrs)]
@@ -1032,7 +1075,12 @@ class Interpreter:
                     "Sub": lambda: a[0] - a[1],
                     "Div": lambda: a[0] / a[1],
                     "Relu": lambda: a[0] * (a[0] > 0),
-                    "Reshape": lambda: a[0].reshape(tuple(a[1])),
+                    "Reshape": lambda: a[0].reshape(
+                        tuple(
+                            a[0].shape[i] if d == 0 and not t.get("allowzero") else int(d)
+                            for i, d in enumerate(a[1])
+                        )
+                    ),
                 }[node.op_type]()
             known[node.output[0]] = out
         return known[model.graph.output[0].name]

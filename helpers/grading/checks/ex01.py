@@ -996,6 +996,9 @@ def _abstain_not_probabilities(case, got, want):
 
 def _abstain_trained(case, got, want):
     result, kept = _kept_rows(case, got)
+    # the rows the text keeps (the MLP sure of them) and the file keeps: the others are the decision's
+    top = _top(case)
+    kept = kept & (top >= THRESHOLD) & (np.abs(top - THRESHOLD) > 1e-5)
     if _close(result[kept], _logits(case.data)[kept]):
         return None
     return (
@@ -1015,6 +1018,17 @@ def _decision(case, got, want):
     unsure, zeroed = top < THRESHOLD, ~kept
     if (zeroed == unsure)[clear].all():
         return None
+    rows = unsure & kept & clear
+    changed = result[rows]
+    if rows.any() and not _close(changed, _logits(case.data)[rows]):
+        # unsure rows neither zeros nor the MLP's logits of their images: something else was zeroed
+        same = len(changed) >= 2 and np.allclose(changed, changed[0], atol=1e-5)
+        return (
+            f"the {len(changed)} row(s) with a top softmax probability below {THRESHOLD} are not zeros, nor the "
+            "MLP's logits of their images"
+            + (", but all the same logits, those of one and the same input" if same else "")
+            + ": zero the rows of logits, not the images"
+        )
     if not zeroed.any():
         return (
             f"no row is all zeros, but some images have a top softmax probability below {THRESHOLD}: compare the "

@@ -8,7 +8,9 @@ class: its outcome is the batches its ``get_next()`` hands out, call after call.
 
 from __future__ import annotations
 
+import ast
 import functools
+import re
 from pathlib import Path
 
 import numpy as np
@@ -319,6 +321,18 @@ def int8_file(answer, case) -> dict:
 def _name_read(case, got, want):
     if got["fed"] is None:
         return None
+    said = re.search(
+        r"Required inputs \((\[.*?\])\) are missing from input feed \((\[.*?\])\)", got["fed"]
+    )
+    if said:
+        required, fed = (ast.literal_eval(names) for names in said.groups())
+        if fed and set(fed) <= set(NAMES) - set(required):
+            # another model's input, one this check gave an earlier call: the reader's batches outlived it
+            return (
+                f"your reader fed {fed}, the input name of a model an earlier call was given, not this model's "
+                f"{required}: batches made for an earlier call were handed out again (kept on the class, "
+                "shared by every reader, rather than on the instance?)"
+            )
     return f"ONNX Runtime says {got['fed']!r}: read the input's name from the model"
 
 

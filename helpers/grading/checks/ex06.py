@@ -671,9 +671,28 @@ def random_mlp(rng) -> str:
     )
 
 
-def random_cnn(rng, head: str = "Gemm", groups: str = "") -> str:
+def _bare(nodes: list) -> list:
+    """The Conv nodes without their optional attributes: kernel_shape (the spec infers it from the weight), and
+    pads, strides and group where they hold their defaults."""
+    defaults = {"pads": 0, "strides": 1, "group": 1}
+    for node in nodes:
+        if node.op_type != "Conv":
+            continue
+        kept = [
+            a
+            for a in node.attribute
+            if a.name != "kernel_shape"
+            and not (a.name in defaults and set(a.ints or [a.i]) == {defaults[a.name]})
+        ]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    return nodes
+
+
+def random_cnn(rng, head: str = "Gemm", groups: str = "", bare: bool = False) -> str:
     """A CNN of the check's own: Conv (kernel 3, 5 or 7, padded or not), Relu, Conv (3x3, stride 2 or 3, pad 1;
-    ``groups`` "grouped": 2 or 3 groups, "depthwise": one per channel), Relu, Reshape, ``head``."""
+    ``groups`` "grouped": 2 or 3 groups, "depthwise": one per channel), Relu, Reshape, ``head``; ``bare``: its
+    Convs without their optional attributes (kernel_shape among them)."""
     k1, stride2 = int(rng.choice([3, 5, 7])), int(rng.choice([2, 3]))
     pad1 = int(rng.integers(k1 // 2 + 1))  # from none to the output as large as the input
     group = {"": 1, "grouped": int(rng.choice([2, 3])), "depthwise": 0}[groups]
@@ -682,7 +701,9 @@ def random_cnn(rng, head: str = "Gemm", groups: str = "") -> str:
     c2 = group * int(rng.integers(1, 4)) if groups else int(rng.integers(4, 12))
     side = (28 + 2 * pad1 - k1) + 1
     side = (side + 2 - 3) // stride2 + 1
-    nodes = cnn_nodes(k1, pad1, stride2, group)
+    nodes = (
+        _bare(cnn_nodes(k1, pad1, stride2, group)) if bare else cnn_nodes(k1, pad1, stride2, group)
+    )
     head_nodes, head_weights = _head(rng, head, c2 * side * side)
     weights = {
         "w1": rng.normal(0, 0.3, (c1, 1, k1, k1)),
@@ -700,6 +721,7 @@ CNN_CASES = (
     "the series' CNN",
     "a CNN of the check's own (Conv, Conv, Gemm)",
     "a CNN of the check's own (Conv, Conv, MatMul + Add)",
+    "a CNN of the check's own whose Convs leave out their optional attributes (kernel_shape among them)",
 )
 GROUPED_CASES = ("a CNN with a grouped Conv", "a CNN with a depthwise Conv (a group per channel)")
 
@@ -714,6 +736,7 @@ def count_cases(rng):
         CNN_CASES[0]: lambda: str(existing_artifact("mnist_cnn_pytorch.onnx")),
         CNN_CASES[1]: lambda: random_cnn(rng, "Gemm"),
         CNN_CASES[2]: lambda: random_cnn(rng, "MatMul"),
+        CNN_CASES[3]: lambda: random_cnn(rng, str(rng.choice(["Gemm", "MatMul"])), bare=True),
         GROUPED_CASES[0]: lambda: random_cnn(rng, str(rng.choice(["Gemm", "MatMul"])), "grouped"),
         GROUPED_CASES[1]: lambda: random_cnn(rng, str(rng.choice(["Gemm", "MatMul"])), "depthwise"),
     }
@@ -988,6 +1011,11 @@ COUNT = Exercise(
     ],
     alternatives=[macs_by_formula, macs_from_onnxruntime, notebook_hint],
     secrets=_count_secrets,
+    explain=lambda raised, case: (
+        "kernel_shape is optional: without it, the kernel is the weight's last two dimensions"
+        if "kernel_shape" in raised.message
+        else ""
+    ),
     setup="import numpy as np",
 )
 

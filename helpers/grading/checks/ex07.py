@@ -108,12 +108,13 @@ def _short(got, want) -> bool:
     return len(got) < len(want) and tuple(got) == tuple(want[: len(got)])
 
 
-def _judged(judge):
-    """A spot (see the module's docstring): the cases on which ``judge`` finds what it tests."""
+def _judged(judge, unless=()):
+    """A spot (see the module's docstring): the cases on which ``judge`` finds what it tests (none of the kinds
+    ``unless``: there the judge's own words name another cause than the mistake's)."""
 
     def spots(cases, outcomes) -> bool:
         for case, got in zip(cases, outcomes):
-            if isinstance(got, Raised):
+            if isinstance(got, Raised) or getattr(case.data, "kind", None) in unless:
                 continue
             try:
                 if judge(case, got, None) is not None:
@@ -392,11 +393,29 @@ def _within_budget(case, got, _):
     )
 
 
+def _cut_question(case, got, only=None) -> str:
+    """What the calls show when a question (any, or number ``only``) never went in whole: its first tokens left
+    out of every append (its answer then differs from the first token on, as a token other than the most likely
+    one would make it)."""
+    appended = [ids for _, ids in _appends(got)]
+    for k, question in enumerate(case.data.asked):
+        if only is not None and k != only:
+            continue
+        if any(question == ids[-len(question) :] for ids in appended if len(ids) >= len(question)):
+            continue
+        for cut in range(1, len(question)):
+            if question[cut:] in appended:
+                return f": you appended question {k + 1} without its first {cut} token(s)"
+    return ""
+
+
 def _greedy_answers(case, got, _):
     r = case.data
     for i, (ids, want) in enumerate(zip(got.answers, r.wants)):
         if _bare(ids, r.eos) != want:
-            return f"answer {i + 1}: {_leaves(_bare(ids, r.eos), want)}"
+            return (
+                f"answer {i + 1}: {_leaves(_bare(ids, r.eos), want)}{_cut_question(case, got, i)}"
+            )
     return None
 
 
@@ -602,6 +621,9 @@ def _all_short(cases, outcomes) -> bool:
 
 
 def _first_token_other(cases, outcomes) -> bool:
+    # not when a question went in cut short: the judge's words name that cause
+    if any(isinstance(o, Asked) and _cut_question(c, o) for c, o in zip(cases, outcomes)):
+        return False
     return any(
         isinstance(o, Asked) and ids and want and ids[0] != want[0]
         for c, o in zip(cases, outcomes)
@@ -825,10 +847,26 @@ def stop_in_another_case(ids, rng) -> str:
     return str(rng.choice(found))
 
 
+def stop_at_the_start(ids) -> str:
+    """The greedy answer's first word: a stop text at index 0 of the answer (a test ``text.find(stop) > 0``, or
+    one looking only past the first token, misses it)."""
+    text = _decoded(greedy(ids, 60))
+    first = re.match(r"[A-Za-z]+", text)
+    if first is None:  # the model changed: fix the checker
+        raise RuntimeError(f"the answer does not start with a word: {text[:20]!r}")
+    return first.group()
+
+
+# a stop text holding characters a pattern reads otherwise (. any character, ? optional, ( a group), never in the
+# answer as written: matched as a regular expression, it matches at once
+PATTERN_STOP = "(...)?"
+
+
 def generations(rng) -> list[Case]:
-    """Two questions; an answer ended by the end-of-turn token, one by a budget drawn from the seed, and four ended
+    """Two questions; an answer ended by the end-of-turn token, one by a budget drawn from the seed, and five ended
     by a stop text: spanning tokens, in the prompt too, ending inside a token, and in another case in the answer
-    (these two drawn from the seed)."""
+    (these two drawn from the seed), and at index 0 of the answer; and a stop text of regular expression
+    characters the answer does not hold."""
     _, tokenizer = smollm()
     eos = frozenset(int(t) for t in tokenizer.eos_token_ids)
     tips, spain = (
@@ -842,6 +880,8 @@ def generations(rng) -> list[Case]:
         (tips, "the tips question", 40, "healthy", "in the prompt"),
         (spain, "the Spain question", 60, stop_inside_a_token(spain, rng), "inside"),
         (spain, "the Spain question", 60, stop_in_another_case(spain, rng), "case"),
+        (spain, "the Spain question", 60, stop_at_the_start(spain), "first"),
+        (spain, "the Spain question", 60, PATTERN_STOP, "pattern"),
     ]
     return [
         Case(
@@ -946,9 +986,16 @@ def _stopped_without(case, got, _, where):
         return None
     found = {
         "prompt": e.stop in _decoded(e.prompt + got.ids),
-        "case": e.stop.casefold() in text.casefold(),
+        "case": e.stop.casefold() in text.casefold() or e.kind == "pattern",
     }[where]
-    return f"you stopped, though your answer does not hold {e.stop!r}" if found else None
+    if not found:
+        return None
+    if e.kind == "pattern":
+        return (
+            f"you stopped, though your answer does not hold {e.stop!r} as written: its ( . ? are characters to "
+            "find, not a pattern"
+        )
+    return f"you stopped, though your answer does not hold {e.stop!r}"
 
 
 def _answer_only(case, got, _):
@@ -962,7 +1009,8 @@ def _case_and_all(case, got, _):
 def _right_after(case, got, _):
     e = case.data
     if e.stop and e.stop in _decoded(e.want) and _extends(got.ids, e.want):
-        return "you went on after the token completing the stop text"
+        where = " (here the stop text starts the answer, at index 0)" if e.kind == "first" else ""
+        return f"you went on after the token completing the stop text{where}"
     return None
 
 
@@ -1129,14 +1177,15 @@ def _raised_on(cases, outcomes, words, stopless=False) -> bool:
 
 
 def _leaves_every_answer(cases, outcomes) -> bool:
-    wants = [c.data.want for c in cases]
+    # an answer of one token (a stop text at index 0) is the start of many another answer: left out
+    pairs = [(o, c.data.want) for c, o in zip(cases, outcomes) if len(c.data.want) > 1]
     return all(
         isinstance(o, Generated)
         and o.ids is not None
         and o.ids != w
         and not _short(o.ids, w)
         and not _extends(o.ids, w)
-        for o, w in zip(outcomes, wants)
+        for o, w in pairs
     )
 
 
@@ -1261,14 +1310,14 @@ GENERATE = Exercise(
             generate_variant(stop_test="any-case"),
             "you stopped although your answer holds the stop text only in another case: match it as written",
             "the stop text matched as written, case and all",
-            spots=_judged(_case_and_all),  # stopped on the stop text in another case
+            spots=_judged(_case_and_all, unless=("pattern",)),  # stopped on it in another case
         ),
         Mistake(
             "tested every other token",
             generate_variant(stop_test="every-other-token"),
             "you went on after the token completing the stop text: test for it after every token",
             "stops right after the token completing stop",
-            spots=_judged(_right_after),  # past the token completing the stop text
+            spots=_judged(_right_after, unless=("first",)),  # past the token completing stop
         ),
         Mistake(
             "the completing token dropped",

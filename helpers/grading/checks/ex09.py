@@ -534,10 +534,21 @@ def made_up_job(rng) -> tuple[np.ndarray, np.ndarray]:
     return expected, written
 
 
+def stopped_job(rng) -> tuple[np.ndarray, np.ndarray]:
+    """(expected ids, written ids) of a job that stopped early: row ids in a row, the last ones never written
+    (the largest ids: the edge of "expected but never written"), one row written twice, in the order written."""
+    start, count = int(rng.integers(0, 10**5)), int(rng.integers(50, 150))
+    expected = np.arange(start, start + count, dtype=np.int64)
+    written = expected[: -int(rng.integers(1, 6))]
+    again = written[int(rng.integers(len(written)))]
+    return expected, np.append(written, again)
+
+
 def audit_cases(rng):
-    """Three made-up jobs with rows lost, repeated and unexpected, and one with nothing wrong: each given as numpy
-    arrays and as plain lists."""
+    """Three made-up jobs with rows lost, repeated and unexpected, one that stopped early (its last ids lost), and
+    one with nothing wrong: each given as numpy arrays and as plain lists."""
     jobs = [("a job with rows lost, repeated and unexpected", *made_up_job(rng)) for _ in range(3)]
+    jobs.append(("a job that stopped early, its last ids never written", *stopped_job(rng)))
     clean = rng.choice(10**6, int(rng.integers(30, 80)), replace=False).astype(np.int64)
     jobs.append(("a job with nothing wrong", clean, rng.permutation(clean)))
     return [
@@ -609,7 +620,11 @@ def _ids_of(key):
         if got[key] == want[key]:
             return None
         extra, short = set(got[key]) - set(want[key]), set(want[key]) - set(got[key])
-        return f"{len(extra)} id(s) that do not belong there, {len(short)} missing from it"
+        said = f"{len(extra)} id(s) that do not belong there, {len(short)} missing from it"
+        written = list(case.args[1])
+        if short and written and min(short) > max(written):
+            said += ", each larger than every id written"
+        return said
 
     return judge
 

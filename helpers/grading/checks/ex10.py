@@ -17,7 +17,9 @@ def masked_mean(hidden, mask):
 
 
 def pooling_cases(rng):
-    """Padded batches of random vectors, dimensions 8 and 384, each row holding 1..length real positions."""
+    """Padded batches of random vectors, dimensions 8 and 384, each row holding 1..length real positions, one
+    row without padding; then a batch padded on the left (the first positions are padding), a row of one real
+    position (the last) among its rows: "the positions where mask is 1" wherever they are."""
     cases = []
     for dim in (8, 384):
         size, length = int(rng.integers(2, 6)), int(rng.integers(5, 12))
@@ -27,6 +29,12 @@ def pooling_cases(rng):
         real[0] = length
         mask = (np.arange(length)[None, :] < real[:, None]).astype(np.int64)
         cases.append(Case(f"a padded batch [{size}, {length}, {dim}]", (hidden, mask)))
+    size, length = int(rng.integers(3, 6)), int(rng.integers(5, 12))
+    hidden = rng.normal(size=(size, length, 8)).astype(np.float32)
+    real = rng.integers(2, length, size=size)
+    real[0], real[1] = length, 1
+    mask = (np.arange(length)[None, :] >= (length - real)[:, None]).astype(np.int64)
+    cases.append(Case(f"a batch padded on the left [{size}, {length}, 8]", (hidden, mask)))
     return cases
 
 
@@ -57,7 +65,15 @@ def _rows_agree(case, got, want):
     got = np.asarray(got, dtype=float)
     got = got / np.linalg.norm(got, axis=1, keepdims=True)
     rows = np.flatnonzero(~np.isclose(got, want, atol=1e-4).all(axis=1))
-    return None if rows.size == 0 else f"rows {rows.tolist()} differ"
+    if rows.size == 0:
+        return None
+    mask = np.asarray(case.args[1])
+    if (mask[rows, 0] == 0).all():
+        return (
+            f"rows {rows.tolist()} differ, each padded on the left (its mask starts with 0): the real "
+            "positions are where mask is 1, wherever they are"
+        )
+    return f"rows {rows.tolist()} differ"
 
 
 def _plain_mean(hidden, mask):
@@ -159,10 +175,18 @@ def _unit(rng, rows, dim):
 
 
 def search_cases(rng):
-    """Unit vectors: 30 documents of 16 numbers, 200 of 384 (k from 2 to 5), 12 of 8 (k = 1)."""
+    """Unit vectors: 30 documents of 16 numbers, 200 of 384 (k from 2 to 5), 12 of 8 (k = 1); then k at its
+    limit, every document (9 of 8 numbers), and 1000 documents of 16 with k from 400 to 600, where a partition
+    alone (``np.argpartition``) leaves the k unordered (on small arrays it often comes out sorted)."""
     cases = []
-    # k of 2 or more where the order can differ, and a k of 1
-    for n, dim, ks in ((30, 16, (2, 6)), (200, 384, (2, 6)), (12, 8, (1, 2))):
+    # k of 2 or more where the order can differ, k of 1, k of every document, a large k of many documents
+    for n, dim, ks in (
+        (30, 16, (2, 6)),
+        (200, 384, (2, 6)),
+        (12, 8, (1, 2)),
+        (9, 8, (9, 10)),
+        (1000, 16, (400, 601)),
+    ):
         q, k = int(rng.integers(2, 6)), int(rng.integers(*ks))
         cases.append(
             Case(f"{q} queries, {n} documents, k={k}", (_unit(rng, q, dim), _unit(rng, n, dim), k))
