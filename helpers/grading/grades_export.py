@@ -10,6 +10,8 @@ import csv
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.plugins.export import CsvExportPlugin
 
+from helpers.data.atomic import atomic_path
+
 
 class CsvExport(CsvExportPlugin):
     """nbgrader's grades.csv, the same rows and columns, except that a learner who handed nothing in for an
@@ -26,7 +28,7 @@ class CsvExport(CsvExportPlugin):
                 gradebook.find_submission(row["assignment"], row["student_id"])
             except MissingEntry:
                 row.update(raw_score="", late_submission_penalty="", score="")
-        with open(path, "w", newline="") as f:
+        with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:  # complete or untouched
             writer = csv.DictWriter(f, fields, lineterminator="\n")
             writer.writeheader()
             writer.writerows(rows)
